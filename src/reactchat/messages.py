@@ -1,0 +1,277 @@
+"""Typed messages, model replies and the events of a run.
+
+Three families, all pydantic models with a ``Literal`` discriminator:
+
+* **messages** (``SystemMessage``, ``UserMessage``, ``AssistantMessage``,
+  ``ToolResultMessage``): what a protocol sends to a model;
+* **replies** (``Reply`` with ``TextPart`` / ``ToolCallPart`` parts): what a model
+  sends back, with its ``stop_reason`` and ``usage`` (seed 001);
+* **events** (``UserEvent``, ``ThoughtEvent``, ``ActionEvent``, ``ObservationEvent``,
+  ``QuestionEvent``, ``AnswerEvent``, ``ErrorEvent``): what a run streams to callers
+  *and* what a store persists. The state of a session is derived from its events.
+
+``EVENTS`` is the one JSON adapter for events (``EVENTS.validate_json(...)``,
+``EVENTS.dump_json(...)``).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+JSONValue = Any
+ToolInput = dict[str, Any] | str
+StopReason = Literal["end", "tool_use", "stop_sequence", "max_tokens", "error"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+# --------------------------------------------------------------------- model I/O
+
+
+class Usage(_Model):
+    """Token counts reported by a model for one call."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    #: prompt tokens actually evaluated (the rest came from a prefix cache), when known
+    evaluated_tokens: int | None = None
+
+    def __add__(self, other: Usage) -> Usage:
+        evaluated = None
+        if self.evaluated_tokens is not None or other.evaluated_tokens is not None:
+            evaluated = (self.evaluated_tokens or 0) + (other.evaluated_tokens or 0)
+        return Usage(
+            input_tokens=self.input_tokens + other.input_tokens,
+            output_tokens=self.output_tokens + other.output_tokens,
+            evaluated_tokens=evaluated,
+        )
+
+
+class TextPart(_Model):
+    """A run of text in a model reply."""
+
+    kind: Literal["text"] = "text"
+    text: str
+
+
+class ToolCallPart(_Model):
+    """A native tool call in a model reply."""
+
+    kind: Literal["tool_call"] = "tool_call"
+    id: str
+    name: str
+    #: parsed arguments, or the raw string when the model sent invalid JSON
+    input: ToolInput = Field(default_factory=dict)
+
+
+Part = Annotated[TextPart | ToolCallPart, Field(discriminator="kind")]
+
+
+class Reply(_Model):
+    """One model reply: its parts in order, why it stopped, and what it cost."""
+
+    parts: list[Part] = Field(default_factory=list)
+    stop_reason: StopReason = "end"
+    usage: Usage | None = None
+
+    @property
+    def text(self) -> str:
+        """All text parts joined: the first part is not always text (seed 001)."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCallPart]:
+        """The native tool calls of this reply, in order."""
+        return [p for p in self.parts if isinstance(p, ToolCallPart)]
+
+
+class SystemMessage(_Model):
+    """Instructions for the model."""
+
+    role: Literal["system"] = "system"
+    content: str
+
+
+class UserMessage(_Model):
+    """A message from the user (or an observation in text protocols)."""
+
+    role: Literal["user"] = "user"
+    content: str
+
+
+class AssistantMessage(_Model):
+    """A message from the model.
+
+    ``prefill=True`` marks a partial assistant message that the model must
+    *continue* (the ReAct scratchpad after ``Thought:``) rather than answer.
+    """
+
+    role: Literal["assistant"] = "assistant"
+    parts: list[Part] = Field(default_factory=list)
+    prefill: bool = False
+
+    @property
+    def text(self) -> str:
+        """All text parts joined."""
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+
+class ToolResultMessage(_Model):
+    """The result of one native tool call, paired with it by ``call_id``."""
+
+    role: Literal["tool"] = "tool"
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+Message = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolResultMessage,
+    Field(discriminator="role"),
+]
+
+
+class ToolSpec(_Model):
+    """What a model is told about a tool: its name, description and input schema."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any]
+
+
+class ReactLabels(_Model):
+    """The labels of a text ReAct prompt pack, for models that constrain their output."""
+
+    thought: str = "Thought"
+    action: str = "Action"
+    action_input: str = "Action Input"
+    observation: str = "Observation"
+    final_answer: str = "Final Answer"
+
+
+class Request(_Model):
+    """Everything a model needs for one call."""
+
+    messages: list[Message]
+    #: tools offered for *native* tool calling; empty for the text protocol
+    tools: list[ToolSpec] = Field(default_factory=list)
+    stop: list[str] = Field(default_factory=list)
+    #: set by the text ReAct protocol: the labels and the tools a step may name,
+    #: so a model that supports grammars can constrain each step to a valid one
+    react: ReactLabels | None = None
+    react_tools: list[ToolSpec] = Field(default_factory=list)
+    max_tokens: int | None = None
+
+
+# ------------------------------------------------------------------------ events
+
+
+def _now() -> float:
+    return time.time()
+
+
+class _Event(_Model):
+    session: str = ""
+    turn: int = 0
+    #: index of the model call within the turn that produced this event
+    step: int = 0
+    at: float = Field(default_factory=_now)
+
+
+class UserEvent(_Event):
+    """A user message that starts a turn (or answers a pending question)."""
+
+    type: Literal["user"] = "user"
+    text: str
+
+
+class ThoughtEvent(_Event):
+    """The reasoning of one model call (text protocol: the Thought; native: the text)."""
+
+    type: Literal["thought"] = "thought"
+    text: str
+    #: the model's raw output for this step, so a scratchpad can be rebuilt verbatim
+    raw: str = ""
+    seconds: float = 0.0
+    usage: Usage | None = None
+
+
+class ActionEvent(_Event):
+    """A tool call the model asked for. Recorded *before* the tool runs."""
+
+    type: Literal["action"] = "action"
+    call_id: str
+    tool: str
+    input: ToolInput
+
+
+class ObservationEvent(_Event):
+    """What a tool call returned (errors included), paired with its action by ``call_id``."""
+
+    type: Literal["observation"] = "observation"
+    call_id: str
+    tool: str
+    text: str
+    is_error: bool = False
+    #: characters cut from the tool's output to keep the context small
+    truncated: int = 0
+    seconds: float = 0.0
+
+
+class QuestionEvent(_Event):
+    """The agent asks the user; the turn waits for the answer."""
+
+    type: Literal["question"] = "question"
+    call_id: str
+    question: str
+
+
+class AnswerEvent(_Event):
+    """The final answer of a turn.
+
+    ``status`` is ``done`` for a normal answer and ``stopped`` when a guard ended the
+    run (``best_effort`` then says the answer was asked for from what was observed).
+    """
+
+    type: Literal["answer"] = "answer"
+    text: str
+    status: Literal["done", "stopped"] = "done"
+    reason: str = ""
+    best_effort: bool = False
+    seconds: float = 0.0
+    usage: Usage | None = None
+
+
+class ErrorEvent(_Event):
+    """Something went wrong. ``kind="format"`` errors are sent back to the model."""
+
+    type: Literal["error"] = "error"
+    kind: Literal["format", "model", "guard", "internal"]
+    message: str
+    #: the model output that could not be parsed, for ``kind="format"``
+    raw: str = ""
+    seconds: float = 0.0
+    usage: Usage | None = None
+
+
+Event = Annotated[
+    UserEvent
+    | ThoughtEvent
+    | ActionEvent
+    | ObservationEvent
+    | QuestionEvent
+    | AnswerEvent
+    | ErrorEvent,
+    Field(discriminator="type"),
+]
+
+#: The one JSON adapter for events: ``EVENTS.validate_json(b)`` / ``EVENTS.dump_json(e)``.
+EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
+EVENT_LIST: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
+MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])

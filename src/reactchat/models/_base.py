@@ -1,0 +1,65 @@
+"""The ``Model`` protocol and the registry that turns spec strings into models."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
+
+from reactchat.messages import Reply, Request
+
+
+class ModelError(Exception):
+    """A model call failed in a way the operator must fix (bad key, unreachable server)."""
+
+
+@runtime_checkable
+class Model(Protocol):
+    """Anything that turns a ``Request`` into a ``Reply``."""
+
+    #: a short name for traces and the HTTP API
+    name: str
+    #: the model accepts ``Request.tools`` and answers with tool calls
+    supports_tools: bool
+    #: the model constrains text ReAct steps to the ``Request.react`` grammar itself
+    supports_grammar: bool
+
+    async def complete(self, request: Request) -> Reply:
+        """Answer one request."""
+        ...
+
+
+# spec prefix -> "module:factory"; the factory takes the rest of the spec string.
+# Modules are imported only when their spec is used, so heavy SDKs stay lazy.
+_PROVIDERS: dict[str, str] = {
+    "scripted": "reactchat.models._scripted:from_spec",
+    "local": "reactchat.models.local:from_spec",
+    "openai": "reactchat.models.openai:from_spec",
+    "anthropic": "reactchat.models.anthropic:from_spec",
+}
+
+
+def register_provider(prefix: str, factory: str) -> None:
+    """Make ``prefix:REST`` resolve through ``factory`` ("module:function")."""
+    _PROVIDERS[prefix] = factory
+
+
+def resolve_model(spec: str | Model) -> Model:
+    """Return a model for a spec string: ``local``, ``local:/path.gguf``,
+    ``openai:MODEL``, ``anthropic:MODEL``, ``scripted:FILE``; a Model passes through."""
+    if not isinstance(spec, str):
+        return spec
+    prefix, _, rest = spec.partition(":")
+    target = _PROVIDERS.get(prefix)
+    if target is None:
+        known = ", ".join(sorted(_PROVIDERS))
+        raise ValueError(f"unknown model spec {spec!r}: use one of {known} (e.g. 'openai:gpt-4o-mini')")
+    module_name, _, attr = target.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("reactchat"):
+            raise ValueError(f"model provider {prefix!r} is not available in this version") from exc
+        raise
+    factory: Callable[[str], Model] = getattr(module, attr)
+    return factory(rest)
