@@ -1,0 +1,212 @@
+"""GBNF grammars that make a local model write only valid steps.
+
+Two grammars, both built from the tools of the current request:
+
+* ``react_step_grammar``: the continuation of a text ReAct scratchpad that ends with
+  the Thought label: `` <thought>\\n<Action>: <tool>\\n<Action Input>: <json>`` where
+  the JSON matches *that* tool's input schema, or `` <thought>\\n<Final Answer>: <text>``.
+  The labels come from the active prompt pack (``ReactLabels``).
+* ``tool_call_grammar``: a native tool call ``{"tool": "<name>", "input": <json>}``
+  (input matching that tool's schema) or a plain-text answer that does not start with
+  ``{``.
+
+JSON schemas are converted with llama.cpp's own converter (``SchemaConverter`` from
+``llama_cpp.llama_grammar``, pure Python), extended here for integer ``minimum`` /
+``maximum`` bounds, which that converter ignores. The grammar text is plain GBNF, so
+it also works with a llama.cpp server's ``grammar`` field.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from functools import lru_cache
+from typing import Any
+
+from reactchat.messages import ReactLabels, ToolSpec
+
+# the converter caps integers at 16 digits; bounds beyond that are not worth a rule
+_MAX_DIGITS = 16
+
+
+def gbnf_literal(text: str) -> str:
+    """Quote ``text`` as a GBNF string literal."""
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r")
+    return f'"{escaped}"'
+
+
+def _rule_name(text: str) -> str:
+    """A GBNF rule name (letters, digits, dashes) derived from a tool name."""
+    return re.sub(r"[^a-zA-Z0-9-]+", "-", text).strip("-").lower() or "tool"
+
+
+# ----------------------------------------------------------------- integer ranges
+
+
+def _digit_range_alternatives(low: str, high: str) -> list[str]:
+    """GBNF sequences matching every decimal string from ``low`` to ``high``.
+
+    Both have the same number of digits. The classic split: fix the common prefix,
+    then branch on the first differing digit (low's tail up to 9..9, the digits
+    strictly between, high's tail down from 0..0).
+    """
+    if not low:
+        return [""]
+    if low[0] == high[0]:
+        return [f'"{low[0]}" {alt}'.strip() for alt in _digit_range_alternatives(low[1:], high[1:])]
+    rest = len(low) - 1
+    out: list[str] = []
+    if low[1:] == "0" * rest and high[1:] == "9" * rest:
+        return [f"[{low[0]}-{high[0]}]" + " [0-9]" * rest]
+    out += [f'"{low[0]}" {alt}'.strip() for alt in _digit_range_alternatives(low[1:], "9" * rest)]
+    if int(high[0]) - int(low[0]) > 1:
+        out.append(f"[{int(low[0]) + 1}-{int(high[0]) - 1}]" + " [0-9]" * rest)
+    out += [f'"{high[0]}" {alt}'.strip() for alt in _digit_range_alternatives("0" * rest, high[1:])]
+    return out
+
+
+def _natural_range(low: int, high: int | None) -> list[str]:
+    """Alternatives for the integers ``low <= n <= high`` (``high=None``: no bound), n >= 0."""
+    out: list[str] = []
+    width = len(str(low))
+    top = high if high is not None else 10**_MAX_DIGITS - 1
+    while low <= top:
+        block_end = min(top, 10**width - 1)
+        lo = str(low)
+        out += _digit_range_alternatives(lo, str(block_end).rjust(len(lo), "0"))
+        low, width = block_end + 1, width + 1
+        if high is None and width > 1:
+            # every longer number qualifies: one rule instead of a block per width
+            out.append("[1-9]" + f" [0-9]{{{width - 1},{_MAX_DIGITS - 1}}}")
+            break
+    return out
+
+
+def integer_range_rule(minimum: int | None, maximum: int | None) -> str:
+    """A GBNF expression for the JSON integers in ``[minimum, maximum]`` (None: unbounded)."""
+    alternatives: list[str] = []
+    if minimum is None or minimum < 0:
+        # negative part: -n for n in [max(1, -maximum), -minimum]
+        neg_low = 1 if maximum is None or maximum >= 0 else -maximum
+        neg_high = None if minimum is None else -minimum
+        alternatives += [f'"-" {alt}' for alt in _natural_range(neg_low, neg_high)]
+    if maximum is None or maximum >= 0:
+        alternatives += _natural_range(max(0, minimum or 0), maximum)
+    if not alternatives or (minimum is not None and maximum is not None and minimum > maximum):
+        raise ValueError(f"empty integer range [{minimum}, {maximum}]")
+    return "(" + " | ".join(f"({alt})" for alt in alternatives) + ") space"
+
+
+def _integer_bounds(schema: dict[str, Any]) -> tuple[int | None, int | None]:
+    low, high = schema.get("minimum"), schema.get("maximum")
+    if isinstance(schema.get("exclusiveMinimum"), int | float):
+        low = schema["exclusiveMinimum"] + 1
+    if isinstance(schema.get("exclusiveMaximum"), int | float):
+        high = schema["exclusiveMaximum"] - 1
+    return (None if low is None else int(low)), (None if high is None else int(high))
+
+
+# ----------------------------------------------------------------- schema rules
+
+
+def _schema_converter() -> Any:
+    """llama.cpp's JSON-schema converter, with integer bounds enforced."""
+    try:
+        # through importlib: typing must not depend on whether the extra is installed
+        grammar_module: Any = importlib.import_module("llama_cpp.llama_grammar")
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError(
+            "grammar-constrained decoding needs llama-cpp-python: pip install 'reactchat[local]'"
+        ) from exc
+
+    class BoundedSchemaConverter(grammar_module.SchemaConverter):  # type: ignore[misc]
+        def visit(self, schema: dict[str, Any], name: str) -> Any:
+            low, high = _integer_bounds(schema)
+            if schema.get("type") == "integer" and (low is not None or high is not None):
+                return self._add_rule(name or "root", integer_range_rule(low, high))
+            return super().visit(schema, name)
+
+    return BoundedSchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
+
+
+def _add_tool_input_rules(converter: Any, tools: list[ToolSpec]) -> dict[str, str]:
+    """Add one rule per tool input schema; return tool name -> rule name."""
+    rules: dict[str, str] = {}
+    for index, spec in enumerate(tools):
+        schema = converter.resolve_refs(spec.input_schema, f"tool-{index}")
+        rules[spec.name] = converter.visit(schema, f"in{index}-{_rule_name(spec.name)}")
+    return rules
+
+
+def _check_tools(tools: list[ToolSpec]) -> None:
+    names = [t.name for t in tools]
+    if len(set(names)) != len(names):
+        raise ValueError(f"duplicate tool names in {names}")
+
+
+# ----------------------------------------------------------------- the grammars
+
+
+def react_step_grammar(labels: ReactLabels, tools: list[ToolSpec], *, leading_space: bool = True) -> str:
+    """GBNF for one ReAct step continuing a scratchpad that ends with ``<Thought>:``.
+
+    ``leading_space`` is False when the scratchpad already ends with whitespace.
+    With no tools, only the final answer is allowed.
+    """
+    return _react_step_grammar(
+        labels.model_dump_json(), json.dumps([t.model_dump() for t in tools]), leading_space
+    )
+
+
+@lru_cache(maxsize=64)
+def _react_step_grammar(labels_json: str, tools_json: str, leading_space: bool) -> str:
+    labels = ReactLabels.model_validate_json(labels_json)
+    tools = [ToolSpec.model_validate(t) for t in json.loads(tools_json)]
+    _check_tools(tools)
+    converter = _schema_converter()
+    inputs = _add_tool_input_rules(converter, tools)
+    action_input = gbnf_literal(f"\n{labels.action_input}: ")
+    space = '" " ' if leading_space else ""
+    lines = [
+        # the thought is one non-empty line; the step then either acts or answers
+        f'root ::= {space}thought-text "\\n" ' + ("(action | final-answer)" if tools else "final-answer"),
+        "thought-text ::= [^ \\n] [^\\n]*",
+        f"final-answer ::= {gbnf_literal(labels.final_answer + ': ')} answer-text",
+        # one line: a 135M model that may start a new line tends to write a whole
+        # made-up dialogue after its answer; one line still holds a paragraph
+        "answer-text ::= [^ \\n] [^\\n]*",
+    ]
+    if tools:
+        alternatives = " | ".join(
+            f"{gbnf_literal(name)} {action_input} {rule}" for name, rule in inputs.items()
+        )
+        lines.append(f"action ::= {gbnf_literal(labels.action + ': ')} ({alternatives})")
+    schema_rules: str = converter.format_grammar()
+    return "\n".join(lines) + "\n" + schema_rules + "\n"
+
+
+def tool_call_grammar(tools: list[ToolSpec]) -> str:
+    """GBNF for a native-protocol reply: one JSON tool call or a plain-text answer."""
+    return _tool_call_grammar(json.dumps([t.model_dump() for t in tools]))
+
+
+@lru_cache(maxsize=64)
+def _tool_call_grammar(tools_json: str) -> str:
+    tools = [ToolSpec.model_validate(t) for t in json.loads(tools_json)]
+    _check_tools(tools)
+    converter = _schema_converter()
+    inputs = _add_tool_input_rules(converter, tools)
+    calls = " | ".join(
+        f'{gbnf_literal(json.dumps(name))} space "," space "\\"input\\"" space ":" space {rule}'
+        for name, rule in inputs.items()
+    )
+    lines = [
+        "root ::= tool-call | answer-text" if tools else "root ::= answer-text",
+        # any text that does not open a JSON object; ends when the model ends its turn
+        "answer-text ::= [^{ \\t\\n] [^\\x00]*",
+    ]
+    if tools:
+        lines.append(f'tool-call ::= "{{" space "\\"tool\\"" space ":" space ({calls}) "}}" space')
+    schema_rules: str = converter.format_grammar()
+    return "\n".join(lines) + "\n" + schema_rules + "\n"

