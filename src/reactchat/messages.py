@@ -241,6 +241,8 @@ class AnswerEvent(_Event):
 
     type: Literal["answer"] = "answer"
     text: str
+    #: the reasoning the model wrote before its final answer
+    thought: str = ""
     status: Literal["done", "stopped"] = "done"
     reason: str = ""
     best_effort: bool = False
@@ -261,13 +263,7 @@ class ErrorEvent(_Event):
 
 
 Event = Annotated[
-    UserEvent
-    | ThoughtEvent
-    | ActionEvent
-    | ObservationEvent
-    | QuestionEvent
-    | AnswerEvent
-    | ErrorEvent,
+    UserEvent | ThoughtEvent | ActionEvent | ObservationEvent | QuestionEvent | AnswerEvent | ErrorEvent,
     Field(discriminator="type"),
 ]
 

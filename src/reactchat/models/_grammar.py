@@ -134,8 +134,14 @@ def _add_tool_input_rules(converter: Any, tools: list[ToolSpec]) -> dict[str, st
     """Add one rule per tool input schema; return tool name -> rule name."""
     rules: dict[str, str] = {}
     for index, spec in enumerate(tools):
-        schema = converter.resolve_refs(spec.input_schema, f"tool-{index}")
-        rules[spec.name] = converter.visit(schema, f"in{index}-{_rule_name(spec.name)}")
+        name = f"in{index}-{_rule_name(spec.name)}"
+        try:
+            schema = converter.resolve_refs(spec.input_schema, f"tool-{index}")
+            rules[spec.name] = converter.visit(schema, name)
+        except (AssertionError, KeyError, TypeError, ValueError, RecursionError):
+            # a schema feature the converter does not know: any JSON object is better
+            # than no grammar at all, and the tool still validates what it receives
+            rules[spec.name] = converter.visit({"type": "object"}, name)
     return rules
 
 
@@ -154,9 +160,7 @@ def react_step_grammar(labels: ReactLabels, tools: list[ToolSpec], *, leading_sp
     ``leading_space`` is False when the scratchpad already ends with whitespace.
     With no tools, only the final answer is allowed.
     """
-    return _react_step_grammar(
-        labels.model_dump_json(), json.dumps([t.model_dump() for t in tools]), leading_space
-    )
+    return _react_step_grammar(labels.model_dump_json(), json.dumps([t.model_dump() for t in tools]), leading_space)
 
 
 @lru_cache(maxsize=64)
@@ -178,9 +182,7 @@ def _react_step_grammar(labels_json: str, tools_json: str, leading_space: bool) 
         "answer-text ::= [^ \\n] [^\\n]*",
     ]
     if tools:
-        alternatives = " | ".join(
-            f"{gbnf_literal(name)} {action_input} {rule}" for name, rule in inputs.items()
-        )
+        alternatives = " | ".join(f"{gbnf_literal(name)} {action_input} {rule}" for name, rule in inputs.items())
         lines.append(f"action ::= {gbnf_literal(labels.action + ': ')} ({alternatives})")
     schema_rules: str = converter.format_grammar()
     return "\n".join(lines) + "\n" + schema_rules + "\n"

@@ -113,6 +113,7 @@ class _Runtime:
     cached_text: bytes = b""
     cached_tokens: list[int] = field(default_factory=list)
     cached_ends: list[int] = field(default_factory=list)
+    checked_grammars: set[str] = field(default_factory=set)
 
     def tokenize(self, head: str, prefill: str) -> list[int]:
         """Tokens of ``head + prefill``, reusing the cached tokens of a shared prefix.
@@ -130,9 +131,7 @@ class _Runtime:
             start = self.cached_ends[kept - 1] if kept else 0
             if kept:
                 rest = text[start:]
-                return self.cached_tokens[:kept] + (
-                    llama.tokenize(rest, add_bos=False, special=False) if rest else []
-                )
+                return self.cached_tokens[:kept] + (llama.tokenize(rest, add_bos=False, special=False) if rest else [])
         # special tokens are parsed in the rendered template only, never in the scratchpad
         add_bos = not (self.bos_text and head.startswith(self.bos_text))
         tokens: list[int] = llama.tokenize(head.encode(), add_bos=add_bos, special=True)
@@ -154,6 +153,17 @@ class _Runtime:
             self.cached_ends[:same] + list(itertools.accumulate((len(p) for p in pieces), initial=start))[1:]
         )
         self.cached_tokens = list(tokens)
+
+    def check_grammar(self, text: str) -> None:
+        """Raise if llama.cpp cannot parse ``text`` (it would crash on a null sampler)."""
+        if text in self.checked_grammars:
+            return
+        llama_cpp = _import_llama_cpp()
+        sampler = llama_cpp.llama_sampler_init_grammar(self.llama._model.vocab, text.encode(), b"root")
+        if not sampler:
+            raise ValueError(f"llama.cpp rejected the grammar built from the tool schemas:\n{text}")
+        llama_cpp.llama_sampler_free(sampler)
+        self.checked_grammars.add(text)
 
     def forget(self) -> None:
         """The KV cache no longer matches what was recorded (a call failed midway)."""
@@ -298,7 +308,10 @@ class LocalModel:
     ) -> tuple[str, CallStats]:
         llama_cpp = _import_llama_cpp()
         llama = runtime.llama
-        grammar = llama_cpp.LlamaGrammar.from_string(grammar_text) if grammar_text else None
+        grammar = None
+        if grammar_text:
+            runtime.check_grammar(grammar_text)
+            grammar = llama_cpp.LlamaGrammar.from_string(grammar_text)
         with runtime.lock:
             tokens = runtime.tokenize(head, prefill)
             budget = self.n_ctx - len(tokens)

@@ -1,0 +1,374 @@
+"""Per-step overhead of reactchat against the frameworks users would pick instead.
+
+    python benchmarks/peers/run.py                 # full run (about 10 minutes on 2 cores)
+    python benchmarks/peers/run.py --rounds 1 --budget 200   # a quick look
+
+Creates ``benchmarks/peers/.venv`` on first use (peers pinned in requirements.txt, plus
+reactchat in editable mode) and re-runs itself inside it. Every (framework, N) job runs
+in a fresh subprocess (``worker.py``); jobs are shuffled within each round and rounds
+repeat, so drifting machine load spreads over all frameworks. Ratios against
+reactchat-memory are taken round by round, then the median over rounds is reported.
+Writes ``benchmarks/results/peers-<stamp>.json``, ``peers-latest.json``, ``peers.png``
+and ``peers-latest.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import random
+import statistics
+import subprocess
+import sys
+import time
+import tomllib
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+VENV = HERE / ".venv"
+VENV_PYTHON = VENV / "bin" / "python"
+RESULTS = REPO / "benchmarks" / "results"
+BASELINE = "reactchat-memory"
+
+FRAMEWORKS = [
+    "reactchat-memory",
+    "reactchat-sqlite",
+    "langgraph",
+    "langgraph-checkpoint",
+    "langchain-agentexecutor",
+    "smolagents",
+    "pydantic-ai",
+    "bare-loop",
+]
+# package -> the module its benchmark imports (timed cold, in a fresh interpreter)
+IMPORTS = {
+    "reactchat": "reactchat",
+    "langgraph": "langgraph.prebuilt",
+    "langchain-classic": "langchain_classic.agents",
+    "smolagents": "smolagents",
+    "pydantic-ai": "pydantic_ai",
+    "matplotlib (reference)": "matplotlib.pyplot",
+}
+DISTRIBUTIONS = [
+    "reactchat",
+    "pydantic",
+    "langgraph",
+    "langgraph-prebuilt",
+    "langgraph-checkpoint",
+    "langchain-core",
+    "langchain-classic",
+    "smolagents",
+    "pydantic-ai-slim",
+]
+
+
+def ensure_venv() -> None:
+    """Create the peers venv when missing, then re-execute this script inside it."""
+    if Path(sys.prefix).resolve() == VENV.resolve():
+        return
+    if not VENV_PYTHON.exists():
+        print(f"creating {VENV} ...", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        pip = [str(VENV_PYTHON), "-m", "pip", "install", "--quiet"]
+        subprocess.run([*pip, "-r", str(HERE / "requirements.txt")], check=True)
+    link_reactchat()
+    os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), str(Path(__file__).resolve()), *sys.argv[1:]])
+
+
+def link_reactchat() -> None:
+    """Put this checkout's ``src`` on the venv's path: an editable install without a build
+    step, so the benchmark always measures the working tree (pydantic comes from requirements.txt)."""
+    purelib = subprocess.run(
+        [str(VENV_PYTHON), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    pth = Path(purelib) / "reactchat-src.pth"
+    if not pth.exists():
+        pth.write_text(str(REPO / "src") + "\n")
+
+
+def quantile(values: list[float], q: float) -> float:
+    """The q-quantile with linear interpolation (statistics.quantiles needs two points)."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        return ordered[0]
+    pos = (len(ordered) - 1) * q
+    low = int(pos)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (pos - low)
+
+
+def machine() -> dict[str, Any]:
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "os": f"{platform.system()} {platform.release()}",
+        "python": platform.python_version(),
+    }
+
+
+def versions() -> dict[str, str]:
+    found = {}
+    for dist in DISTRIBUTIONS:
+        try:
+            found[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            found[dist] = "not installed"
+    # reactchat runs from the working tree (see link_reactchat): name the commit too.
+    with (REPO / "pyproject.toml").open("rb") as f:
+        version = tomllib.load(f)["project"]["version"]
+    commit = subprocess.run(
+        ["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    ).stdout.strip()
+    found["reactchat"] = f"{version} ({commit or 'working tree'})"
+    return found
+
+
+def cold_imports(repeats: int) -> dict[str, dict[str, float]]:
+    """Median wall-clock seconds of ``import X`` in a fresh interpreter, interleaved."""
+    code = "import time; t = time.perf_counter(); import {0}; print(time.perf_counter() - t)"
+    samples: dict[str, list[float]] = {name: [] for name in IMPORTS}
+    for _ in range(repeats):
+        for name, module in IMPORTS.items():
+            out = subprocess.run(
+                [sys.executable, "-c", code.format(module)], capture_output=True, text=True, check=True
+            )
+            samples[name].append(float(out.stdout))
+    return {name: {"median_s": statistics.median(s), "min_s": min(s)} for name, s in samples.items()}
+
+
+def run_job(framework: str, n: int, runs: int) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "worker.py"), framework, str(n), str(runs)],
+        capture_output=True,
+        text=True,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"{framework} N={n} failed:\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def summarize(jobs: list[dict[str, Any]], frameworks: list[str], ns: list[int]) -> dict[str, Any]:
+    """Pool the samples of every round; ratios are per round, then the median over rounds."""
+    table: dict[str, Any] = {}
+    for fw in frameworks:
+        table[fw] = {}
+        for n in ns:
+            mine = [j for j in jobs if j["framework"] == fw and j["n"] == n]
+            if not mine:
+                continue
+            steps = [s for j in mine for s in j["step_s"]]
+            per_step = [t / (n + 1) for j in mine for t in j["run_s"]]
+            entry: dict[str, Any] = {
+                "step_median_us": statistics.median(steps) * 1e6,
+                "step_p90_us": quantile(steps, 0.9) * 1e6,
+                "run_per_step_median_us": statistics.median(per_step) * 1e6,
+                "run_per_step_p90_us": quantile(per_step, 0.9) * 1e6,
+                "run_median_ms": statistics.median(t for j in mine for t in j["run_s"]) * 1e3,
+                "rss_import_mib": statistics.median(j["rss_import_kib"] for j in mine) / 1024,
+                "rss_one_run_mib": statistics.median(j["rss_one_run_kib"] for j in mine) / 1024,
+                "rss_peak_mib": statistics.median(j["rss_peak_kib"] for j in mine) / 1024,
+                "import_s": statistics.median(j["import_s"] for j in mine),
+                "build_ms": statistics.median(j["build_s"] for j in mine) * 1e3,
+                "samples": {"steps": len(steps), "runs": len(per_step), "rounds": len(mine)},
+            }
+            base = [j for j in jobs if j["framework"] == BASELINE and j["n"] == n]
+            for key, metric in (("step", "step_s"), ("run_per_step", "run_s")):
+                ratios = []
+                for job in mine:
+                    partner = [b for b in base if b["round"] == job["round"]]
+                    if partner and partner[0][metric] and job[metric]:
+                        ratios.append(statistics.median(job[metric]) / statistics.median(partner[0][metric]))
+                if ratios:
+                    entry[f"{key}_ratio_vs_{BASELINE}"] = statistics.median(ratios)
+            table[fw][str(n)] = entry
+    return table
+
+
+def fmt_us(us: float) -> str:
+    return f"{us:,.1f}" if us < 100 else f"{us:,.0f}"
+
+
+def fmt_ratio(entry: dict[str, Any], key: str) -> str:
+    value = entry.get(f"{key}_ratio_vs_{BASELINE}")
+    if value is None:
+        return "–"
+    return f"{value:.2f}×" if value < 10 else f"{value:.0f}×"
+
+
+def markdown(report: dict[str, Any]) -> str:
+    ns = report["args"]["n"]
+    table = report["results"]
+    lines = [
+        f"Measured {report['date']} on {report['machine']['cpu']}, {report['machine']['cores']} cores, "
+        f"{report['machine']['os']}, Python {report['machine']['python']}.",
+        f"Command: `{report['command']}`",
+        "",
+        "**Per step, whole run** (wall time of one `run()` divided by its N+1 model calls; median and p90 "
+        "over runs; ratio = this framework ÷ reactchat-memory, paired round by round):",
+        "",
+        "| framework | " + " | ".join(f"N={n} median µs | p90 | ratio" for n in ns) + " |",
+        "|---|" + "---:|---:|---:|" * len(ns),
+    ]
+    for fw, rows in table.items():
+        cells = []
+        for n in ns:
+            e = rows.get(str(n))
+            if e is None:
+                cells += ["–", "–", "–"]
+                continue
+            cells += [
+                fmt_us(e["run_per_step_median_us"]),
+                fmt_us(e["run_per_step_p90_us"]),
+                fmt_ratio(e, "run_per_step"),
+            ]
+        lines.append(f"| {fw} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "**One loop iteration** (time between two consecutive tool calls: model call, parsing, "
+        "tool, state update and persistence; median and p90 over all steps):",
+        "",
+        "| framework | " + " | ".join(f"N={n} median µs | p90 | ratio" for n in ns) + " |",
+        "|---|" + "---:|---:|---:|" * len(ns),
+    ]
+    for fw, rows in table.items():
+        cells = []
+        for n in ns:
+            e = rows.get(str(n))
+            if e is None:
+                cells += ["–", "–", "–"]
+                continue
+            cells += [fmt_us(e["step_median_us"]), fmt_us(e["step_p90_us"]), fmt_ratio(e, "step")]
+        lines.append(f"| {fw} | " + " | ".join(cells) + " |")
+    big = str(max(ns))
+    lines += [
+        "",
+        f"**Memory and start-up** (RSS high-water of the worker process after importing, after one run "
+        f"at N={big}, and after all its runs; import = first import in that worker; "
+        "build = constructing the agent):",
+        "",
+        f"| framework | RSS after import MiB | after one N={big} run | after all runs "
+        "| import s | build ms |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for fw, rows in table.items():
+        e = rows.get(big)
+        if e is None:
+            continue
+        lines.append(
+            f"| {fw} | {e['rss_import_mib']:.0f} | {e['rss_one_run_mib']:.0f} | {e['rss_peak_mib']:.0f} "
+            f"| {e['import_s']:.3f} | {e['build_ms']:.2f} |"
+        )
+    lines += ["", "**Cold import** (fresh interpreter, `import X` wall clock, median):", ""]
+    lines += ["| package | module | median s |", "|---|---|---:|"]
+    for name, entry in report["cold_import"].items():
+        lines.append(f"| {name} | `{IMPORTS[name]}` | {entry['median_s']:.3f} |")
+    lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def chart(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ns = report["args"]["n"]
+    fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
+    panels = (("run_per_step", "whole run ÷ (N+1) model calls"), ("step", "one loop iteration"))
+    for ax, (key, title) in zip(axes, panels, strict=True):
+        for fw, rows in report["results"].items():
+            xs = [n for n in ns if str(n) in rows]
+            ys = [rows[str(n)][f"{key}_median_us"] for n in xs]
+            style = "-o" if fw.startswith("reactchat") else "--s" if fw == "bare-loop" else "-^"
+            ax.plot(xs, ys, style, label=fw, linewidth=2.2 if fw.startswith("reactchat") else 1.3)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xticks(ns, [str(n) for n in ns])
+        ax.set_xlabel("N tool steps per run")
+        ax.set_title(f"per-step cost: {title}")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("median µs per step (log)")
+    axes[1].legend(fontsize=8, loc="best")
+    fig.suptitle(f"Agent framework overhead with a zero-latency scripted model — {report['date']}")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rounds", type=int, default=5, help="repetitions of every (framework, N) job")
+    parser.add_argument("--n", type=int, nargs="+", default=[10, 50, 200], help="tool steps per run")
+    parser.add_argument("--frameworks", nargs="+", default=FRAMEWORKS, choices=FRAMEWORKS)
+    parser.add_argument(
+        "--budget", type=int, default=1000, help="measured steps per job (runs = budget/N, >= 3)"
+    )
+    parser.add_argument("--import-repeats", type=int, default=7)
+    parser.add_argument("--seed", type=int, default=8)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    ensure_venv()
+
+    frameworks = list(args.frameworks)  # ratios need BASELINE among them
+    started = time.time()
+    report: dict[str, Any] = {
+        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(),
+        "versions": versions(),
+        "command": "python benchmarks/peers/run.py " + " ".join(sys.argv[1:]),
+        "args": {"rounds": args.rounds, "n": args.n, "budget": args.budget, "seed": args.seed},
+    }
+    print(f"cold imports x{args.import_repeats} ...", file=sys.stderr)
+    report["cold_import"] = cold_imports(args.import_repeats)
+
+    jobs: list[dict[str, Any]] = []
+    for round_ in range(args.rounds):
+        order = [(fw, n) for fw in frameworks for n in args.n]
+        random.Random(args.seed + round_).shuffle(order)
+        for fw, n in order:
+            runs = max(3, args.budget // n)
+            job = run_job(fw, n, runs)
+            job["round"] = round_
+            jobs.append(job)
+            print(
+                f"round {round_ + 1}/{args.rounds} {fw:24} N={n:<4} "
+                f"{statistics.median(job['run_s']) / (n + 1) * 1e6:9.1f} µs/step",
+                file=sys.stderr,
+            )
+    report["results"] = summarize(jobs, frameworks, args.n)
+    report["elapsed_s"] = round(time.time() - started, 1)
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%SZ")
+    text = json.dumps(report, indent=1)
+    (args.out / f"peers-{stamp}.json").write_text(text)
+    (args.out / "peers-latest.json").write_text(text)
+    md = markdown(report)
+    (args.out / "peers-latest.md").write_text(md)
+    chart(report, args.out / "peers.png")
+    print(md)
+    print(f"wrote {args.out}/peers-{stamp}.json, peers-latest.md, peers.png", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Run one framework at one N in this process and print the measurements as JSON.
+
+    python worker.py FRAMEWORK N RUNS
+
+Called by ``run.py`` in a fresh subprocess per (framework, N), so the import time and
+the peak RSS belong to that framework alone.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import json
+import resource
+import sys
+import time
+import warnings
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+# framework name -> (task module, variant)
+FRAMEWORKS: dict[str, tuple[str, str]] = {
+    "reactchat-memory": ("task_reactchat", "memory"),
+    "reactchat-sqlite": ("task_reactchat", "sqlite"),
+    "langgraph": ("task_langgraph", ""),
+    "langgraph-checkpoint": ("task_langgraph", "checkpoint"),
+    "langchain-agentexecutor": ("task_agentexecutor", ""),
+    "smolagents": ("task_smolagents", ""),
+    "pydantic-ai": ("task_pydanticai", ""),
+    "bare-loop": ("task_bare", ""),
+}
+
+
+def rss_kib() -> int:
+    """The high-water resident set size of this process (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def main() -> None:
+    name, n, runs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    module_name, variant = FRAMEWORKS[name]
+    warnings.simplefilter("ignore")
+    rss_start = rss_kib()
+    t0 = time.perf_counter()
+    module = importlib.import_module(module_name)  # imports the framework
+    import_s = time.perf_counter() - t0
+    rss_import = rss_kib()
+
+    marks: list[float] = []
+
+    def mark() -> None:
+        marks.append(time.perf_counter())
+
+    t0 = time.perf_counter()
+    run = module.build(n, mark, variant)
+    build_s = time.perf_counter() - t0
+
+    intervals: list[float] = []
+    totals: list[float] = []
+    rss_one_run = 0
+    for i in range(runs + 1):  # the first run warms caches and is not measured
+        marks.clear()
+        t0 = time.perf_counter()
+        answer = run()
+        total = time.perf_counter() - t0
+        if answer.strip() != "done" or len(marks) != n:
+            raise SystemExit(f"{name}: wrong run: answer={answer!r}, tool calls={len(marks)} (expected {n})")
+        if i == 0:
+            rss_one_run = rss_kib()
+        else:
+            totals.append(total)
+            intervals.extend(b - a for a, b in itertools.pairwise(marks))
+    json.dump(
+        {
+            "framework": name,
+            "n": n,
+            "runs": runs,
+            "import_s": import_s,
+            "build_s": build_s,
+            "rss_start_kib": rss_start,
+            "rss_import_kib": rss_import,
+            "rss_one_run_kib": rss_one_run,
+            "rss_peak_kib": rss_kib(),
+            "run_s": totals,
+            "step_s": intervals,
+        },
+        sys.stdout,
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""reactchat: an engine for agent dialogue.
+
+An LLM agent that reasons and acts (Thought → Action → Observation … → Final Answer)
+with tools inside a multi-turn chat, asks the user mid-reasoning and resumes without
+losing its state.
+
+    from reactchat import Agent, tool
+
+    @tool
+    def calculator(expression: str) -> str:
+        "Evaluate an arithmetic expression."
+
+    agent = Agent(model="local", tools=[calculator])
+    print(agent.run("What is 80.16 * 1.15?").answer)
+
+Names are imported lazily so that ``import reactchat`` stays fast.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+_EXPORTS: dict[str, str] = {
+    "Agent": "reactchat.agent",
+    "RunResult": "reactchat.session",
+    "Step": "reactchat.session",
+    "SessionState": "reactchat.session",
+    "tool": "reactchat.tools",
+    "Tool": "reactchat.tools",
+    "RunContext": "reactchat.tools",
+    "PauseForUser": "reactchat.tools",
+    "Model": "reactchat.models",
+    "ModelError": "reactchat.models",
+    "ScriptedModel": "reactchat.models",
+    "resolve_model": "reactchat.models",
+    "FormatError": "reactchat.react",
+    "Action": "reactchat.react",
+    "FinalAnswer": "reactchat.react",
+    "Store": "reactchat.store",
+    "resolve_store": "reactchat.store",
+    "SessionBusy": "reactchat.store",
+    "SessionNotFound": "reactchat.store",
+    "AlreadyAnswered": "reactchat.store",
+    "calculator": "reactchat.toolbox",
+    "ask_user": "reactchat.toolbox",
+}
+
+if TYPE_CHECKING:
+    from reactchat.agent import Agent
+    from reactchat.models import Model, ModelError, ScriptedModel, resolve_model
+    from reactchat.react import Action, FinalAnswer, FormatError
+    from reactchat.session import RunResult, SessionState, Step
+    from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
+    from reactchat.toolbox import ask_user, calculator
+    from reactchat.tools import PauseForUser, RunContext, Tool, tool
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'reactchat' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

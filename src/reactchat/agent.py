@@ -1,0 +1,260 @@
+"""``Agent``: the public entry point. One async core (``stream``), one sync wrapper (``run``)."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from typing import Any, Literal
+
+from reactchat.guards import DEFAULT_MAX_OBSERVATION, RepeatGuard
+from reactchat.loop import TurnRun, replay
+from reactchat.messages import ErrorEvent, Event, UserEvent
+from reactchat.models import Model, resolve_model
+from reactchat.packs import PromptPack, get_pack
+from reactchat.session import RunResult, SessionState, Turn, steps_of
+from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
+from reactchat.tools import Tool, as_tool
+
+#: characters per token, for budgets given in tokens (a rough, model-agnostic estimate)
+CHARS_PER_TOKEN = 4
+
+SessionTools = Callable[[str, Store], Awaitable[Sequence[Tool]]]
+
+
+class Agent:
+    """An LLM agent that reasons and acts with tools inside a multi-turn chat.
+
+    ``model`` is a ``Model`` or a spec string (``local``, ``local:/path.gguf``,
+    ``openai:MODEL``, ``anthropic:MODEL``, ``scripted:FILE``); ``store`` a ``Store`` or a
+    URL (``memory:``, ``sqlite:///path.db``, ``postgresql://...``). Nothing is loaded or
+    opened until the first run.
+    """
+
+    def __init__(
+        self,
+        model: str | Model = "local",
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        *,
+        protocol: Literal["react", "native"] = "react",
+        max_steps: int = 10,
+        store: str | Store = "memory:",
+        language: str | PromptPack = "en",
+        system: str | None = None,
+        ask_user: bool = True,
+        max_observation_chars: int = DEFAULT_MAX_OBSERVATION,
+        context_tokens: int = 16_000,
+        history_tokens: int = 2_000,
+        max_repeats: int = 3,
+        deps: Any = None,
+        session_tools: SessionTools | None = None,
+        lock_ttl: float = 600.0,
+    ) -> None:
+        if protocol not in ("react", "native"):
+            raise ValueError(f"protocol must be 'react' or 'native', not {protocol!r}")
+        if max_steps < 1:
+            raise ValueError("max_steps must be at least 1")
+        self._model_spec = model
+        self._model: Model | None = None if isinstance(model, str) else model
+        self._store_spec = store
+        self._store: Store | None = None if isinstance(store, str) else store
+        self.tools = [as_tool(t) for t in tools]
+        if ask_user and not any(t.name == "ask_user" for t in self.tools):
+            from reactchat.toolbox import ask_user as ask_user_tool
+
+            self.tools.append(ask_user_tool)
+        names = [t.name for t in self.tools]
+        if len(set(names)) != len(names):
+            raise ValueError(f"two tools share a name: {sorted(n for n in names if names.count(n) > 1)}")
+        self.protocol = protocol
+        self.max_steps = max_steps
+        self.pack = get_pack(language)
+        self.system = system
+        self.max_observation_chars = max_observation_chars
+        self.context_tokens = context_tokens
+        self.history_tokens = history_tokens
+        self.max_repeats = max_repeats
+        self.deps = deps
+        self.session_tools = session_tools
+        self.lock_ttl = lock_ttl
+
+    @property
+    def model(self) -> Model:
+        """The model, resolved from its spec on first use."""
+        if self._model is None:
+            self._model = resolve_model(self._model_spec)
+        return self._model
+
+    @property
+    def store(self) -> Store:
+        """The store, opened from its URL on first use."""
+        if self._store is None:
+            self._store = resolve_store(self._store_spec)
+        return self._store
+
+    # ------------------------------------------------------------------ running
+
+    def run(self, message: str, session: str | None = None, *, reply_to: str | None = None) -> RunResult:
+        """Run one turn synchronously (``asyncio.run`` of ``arun``)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun(message, session, reply_to=reply_to))
+        raise RuntimeError("Agent.run() cannot be called inside an event loop: use 'await agent.arun(...)'")
+
+    async def arun(self, message: str | None, session: str | None = None, *, reply_to: str | None = None) -> RunResult:
+        """Run one turn and return its result (see ``stream``)."""
+        turn: list[Event] = []
+        session_id = ""
+        async for event in self._stream(message, session, reply_to, turn):
+            session_id = event.session
+        if not turn:
+            raise RuntimeError("nothing to run: the session has no open turn and no message was given")
+        return _result(session_id or turn[0].session, turn)
+
+    async def resume(self, session: str) -> RunResult:
+        """Continue a turn that was interrupted (a crash, a model error)."""
+        return await self.arun(None, session)
+
+    async def stream(
+        self, message: str | None, session: str | None = None, *, reply_to: str | None = None
+    ) -> AsyncIterator[Event]:
+        """Run one turn, yielding each event once it is durable.
+
+        ``session=None`` starts a new session. If the session waits on an ask_user
+        question, ``message`` is the answer and the turn resumes where it stopped
+        (``reply_to``, the question's ``call_id``, makes sure it still waits). A turn
+        interrupted by a crash is finished first. Raises ``SessionBusy`` while another
+        turn of the session runs, ``SessionNotFound`` for an unknown id.
+        """
+        async for event in self._stream(message, session, reply_to, []):
+            yield event
+
+    async def state(self, session: str) -> SessionState:
+        """The session's turns, from its stored events."""
+        return SessionState.from_events(session, await self.store.events(session))
+
+    async def _stream(
+        self, message: str | None, session: str | None, reply_to: str | None, turn_events: list[Event]
+    ) -> AsyncIterator[Event]:
+        store = self.store
+        if session is None:
+            session = await store.create_session()
+        elif not await store.exists(session):
+            raise SessionNotFound(f"no session {session!r}")
+        owner = uuid.uuid4().hex
+        if not await store.try_lock(session, owner, self.lock_ttl):
+            raise SessionBusy(f"session {session} is busy with another turn; try again when it ends")
+        try:
+            state = SessionState.from_events(session, await store.events(session))
+            last = state.last
+            pending = last.pending if last else None
+            if reply_to is not None and (pending is None or pending[0].call_id != reply_to):
+                raise AlreadyAnswered(f"question {reply_to} of session {session} is no longer pending")
+            if last is not None and last.status == "interrupted":
+                run = await self._prepare(state, last, turn_events)
+                async for event in run.finish_interrupted(last.events):
+                    yield _collect(turn_events, event)
+                async for event in run.run():
+                    yield _collect(turn_events, event)
+                if message is None:
+                    return
+                state = SessionState.from_events(session, await store.events(session))
+                last, pending = state.last, None
+                turn_events.clear()
+            if message is None:
+                return
+            if last is not None and pending is not None:
+                run = await self._prepare(state, last, turn_events)
+                question, action = pending
+                run.step = max(run.step, question.step)
+                yield _collect(turn_events, await run.emit(UserEvent(text=message)))
+                yield _collect(turn_events, await run.observe(action.call_id, action.tool, message, False))
+            else:
+                index = last.index + 1 if last else 1
+                run = await self._prepare(state, Turn(index, message), turn_events)
+                yield _collect(turn_events, await run.emit(UserEvent(text=message)))
+            async for event in run.run():
+                yield _collect(turn_events, event)
+        finally:
+            await store.unlock(session, owner)
+
+    async def _prepare(self, state: SessionState, turn: Turn, turn_events: list[Event]) -> TurnRun:
+        """A ``TurnRun`` for ``turn``, with its stored events replayed."""
+        tools = list(self.tools)
+        if self.session_tools is not None:
+            tools.extend(await self.session_tools(state.session, self.store))
+        history = self._history(state, turn.index)
+        specs = [t.spec for t in tools]
+        transcript: Any
+        if self.protocol == "native":
+            from reactchat.native import NativeTranscript
+
+            transcript = NativeTranscript(self.pack, specs, history, turn.question, self.system)
+        else:
+            from reactchat.react import ReactTranscript
+
+            transcript = ReactTranscript(self.pack, specs, history, turn.question, self.system)
+        model_context = getattr(self.model, "context_tokens", None)
+        budget = min(self.context_tokens, model_context or self.context_tokens) * CHARS_PER_TOKEN
+        run = TurnRun(
+            session=state.session,
+            turn=turn.index,
+            model=self.model,
+            store=self.store,
+            tools={t.name: t for t in tools},
+            transcript=transcript,
+            max_steps=self.max_steps,
+            max_observation=self.max_observation_chars,
+            context_chars=budget,
+            repeats=RepeatGuard(self.max_repeats),
+            deps=self.deps,
+        )
+        replay(run, turn.events)
+        turn_events.extend(turn.events)
+        return run
+
+    def _history(self, state: SessionState, before: int) -> list[tuple[str, str]]:
+        """Earlier questions and answers, newest kept first, within the history budget."""
+        budget = self.history_tokens * CHARS_PER_TOKEN
+        kept: list[tuple[str, str]] = []
+        for turn in reversed(state.turns):
+            answer = turn.answer
+            if turn.index >= before or answer is None:
+                continue
+            cost = len(turn.question) + len(answer.text)
+            if cost > budget:
+                break  # never half a turn: the oldest turns go first, whole
+            budget -= cost
+            kept.append((turn.question, answer.text))
+        kept.reverse()
+        return kept
+
+
+def _collect(sink: list[Event], event: Event) -> Event:
+    sink.append(event)
+    return event
+
+
+def _result(session: str, events: list[Event]) -> RunResult:
+    turn = Turn(events[0].turn, "", list(events))
+    status = turn.status
+    answer = turn.answer
+    pending = turn.pending
+    error = next((e for e in reversed(events) if isinstance(e, ErrorEvent) and e.kind != "format"), None)
+    if status == "interrupted":
+        raise RuntimeError(error.message if error else "the turn ended without an answer")
+    return RunResult(
+        answer=answer.text if answer else None,
+        status="waiting" if status == "waiting" else status,
+        session=session,
+        turn=turn.index,
+        steps=steps_of(events),
+        question=pending[0].question if pending else None,
+        reason=answer.reason if answer else "",
+        events=events,
+        usage=turn.usage,
+    )
+
+
+__all__ = ["Agent", "AlreadyAnswered", "SessionBusy", "SessionNotFound"]

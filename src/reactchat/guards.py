@@ -1,0 +1,73 @@
+"""Guards that keep a run bounded: truncation, repeated actions, tool-name hints."""
+
+from __future__ import annotations
+
+import difflib
+import json
+from typing import Any
+
+#: the observation limit when neither the tool nor the agent sets one
+DEFAULT_MAX_OBSERVATION = 4000
+
+
+def truncate(text: str, limit: int) -> tuple[str, int]:
+    """Keep the head and the tail of a long observation, with a note of what was cut.
+
+    Returns the text to show and the number of characters cut.
+    """
+    if len(text) <= limit:
+        return text, 0
+    head = limit * 2 // 3
+    tail = limit - head
+    cut = len(text) - head - tail
+    note = f"\n[... {cut:,} characters cut: the output was too long; ask for a narrower result ...]\n"
+    return text[:head] + note + text[len(text) - tail :], cut
+
+
+def unknown_tool(name: str, tool_names: list[str]) -> str:
+    """The observation for a tool that does not exist: the tools, and the nearest name."""
+    message = f"There is no tool named {name!r}. The tools are: {', '.join(tool_names)}."
+    close = difflib.get_close_matches(name, tool_names, n=1, cutoff=0.5) or difflib.get_close_matches(
+        name.lower(), [t.lower() for t in tool_names], n=1, cutoff=0.5
+    )
+    if close:
+        nearest = next(t for t in tool_names if t.lower() == close[0].lower())
+        message += f" Did you mean {nearest!r}?"
+    return message
+
+
+class RepeatGuard:
+    """Refuses to run the same tool with the same arguments twice in one turn."""
+
+    def __init__(self, max_repeats: int) -> None:
+        self.max_repeats = max_repeats
+        self.repeats = 0
+        self._seen: dict[tuple[str, str], str] = {}
+
+    @staticmethod
+    def key(tool: str, arguments: dict[str, Any]) -> tuple[str, str]:
+        """A canonical identity for a call."""
+        return tool, json.dumps(arguments, sort_keys=True, default=str, ensure_ascii=False)
+
+    def previous(self, tool: str, arguments: dict[str, Any]) -> str | None:
+        """The earlier result of this exact call, if it was made."""
+        return self._seen.get(self.key(tool, arguments))
+
+    def remember(self, tool: str, arguments: dict[str, Any], observation: str) -> None:
+        """Record a finished call."""
+        self._seen[self.key(tool, arguments)] = observation
+
+    def refuse(self, tool: str, previous: str) -> str:
+        """Count a repeat and return the observation that replaces the call."""
+        self.repeats += 1
+        shown, _ = truncate(previous, 500)
+        return (
+            f"You already called {tool} with exactly these arguments in this turn; it was not run "
+            f"again. Its result was:\n{shown}\nUse that result, change the arguments, or give the "
+            "final answer."
+        )
+
+    @property
+    def exhausted(self) -> bool:
+        """The model keeps repeating itself: the run should stop."""
+        return self.repeats >= self.max_repeats

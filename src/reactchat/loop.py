@@ -1,0 +1,260 @@
+"""The agent loop: one turn, from the user's message to an answer or a question.
+
+    prompt ─► model ─► parse ─► (format error ─► correction) | final answer
+                               | actions ─► guards ─► tools ─► observations ─► loop
+
+Every event is appended to the store before the next thing happens, so a turn can
+be resumed from its last durable event by any process (``Transcript`` is rebuilt by
+``replay``). Errors the model can fix become observations; errors the operator must
+fix raise.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from reactchat.guards import RepeatGuard, truncate, unknown_tool
+from reactchat.messages import (
+    ActionEvent,
+    AnswerEvent,
+    ErrorEvent,
+    Event,
+    ObservationEvent,
+    QuestionEvent,
+    Reply,
+    Request,
+    ThoughtEvent,
+    ToolInput,
+)
+from reactchat.models import Model
+from reactchat.react import Decision, FormatError
+from reactchat.store import Store
+from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
+
+INTERRUPTED = (
+    "This call was interrupted before it returned (the process running it stopped), so its "
+    "effect is unknown and it was not run again. Check before relying on it."
+)
+
+
+class Transcript(Protocol):
+    """What a protocol keeps for one turn (see ``react.ReactTranscript``, ``native.NativeTranscript``)."""
+
+    size: int
+
+    def add_step(self, raw: str, thought: str, calls: list[tuple[str, str, Any]]) -> None: ...
+    def add_observation(self, call_id: str, text: str) -> None: ...
+    def elide_oldest(self) -> bool: ...
+    def request(self, final: bool = False) -> Request: ...
+    def read(self, reply: Reply) -> Decision: ...
+    def read_final(self, reply: Reply) -> str: ...
+
+
+@dataclass
+class TurnRun:
+    """The state of one running turn."""
+
+    session: str
+    turn: int
+    model: Model
+    store: Store
+    tools: dict[str, Tool]
+    transcript: Transcript
+    max_steps: int
+    max_observation: int
+    context_chars: int
+    repeats: RepeatGuard
+    deps: Any = None
+    services: dict[str, Any] = field(default_factory=dict)
+    step: int = 0
+    on_event: Any = None
+
+    async def emit(self, event: Event) -> Event:
+        """Stamp an event with its place in the session and make it durable."""
+        event.session, event.turn, event.step = self.session, self.turn, self.step
+        await self.store.append(event)
+        if self.on_event is not None:
+            await self.on_event(event)
+        return event
+
+    async def run(self) -> AsyncIterator[Event]:
+        """Run the turn until a final answer, a question for the user, or a guard stops it."""
+        while True:
+            if self.step >= self.max_steps:
+                yield await self.best_effort("max_steps")
+                return
+            if self.repeats.exhausted:
+                yield await self.best_effort("repeated_action")
+                return
+            request = self.fit_context()
+            if request is None:
+                yield await self.best_effort("context")
+                return
+            self.step += 1
+            reply, seconds = await self.call_model(request)
+            try:
+                decision = self.transcript.read(reply)
+            except FormatError as error:
+                yield await self.emit(
+                    ErrorEvent(kind="format", message=str(error), raw=reply.text, seconds=seconds, usage=reply.usage)
+                )
+                self.transcript.add_step(reply.text, "", [])
+                self.transcript.add_observation(f"format-{self.step}", str(error))
+                continue
+            if decision.answer is not None:
+                yield await self.emit(
+                    AnswerEvent(text=decision.answer, thought=decision.thought, seconds=seconds, usage=reply.usage)
+                )
+                return
+            yield await self.emit(
+                ThoughtEvent(text=decision.thought, raw=decision.raw, seconds=seconds, usage=reply.usage)
+            )
+            calls = [
+                (call_id or f"call_{self.turn}_{self.step}_{i}", tool, value)
+                for i, (call_id, tool, value) in enumerate(decision.calls)
+            ]
+            self.transcript.add_step(decision.raw, decision.thought, calls)
+            finished = False
+            async for event in self.run_calls(calls, decision.thought):
+                yield event
+                finished = finished or isinstance(event, AnswerEvent | QuestionEvent)
+            if finished:
+                return
+
+    async def call_model(self, request: Request) -> tuple[Reply, float]:
+        """One model call; a failure is recorded, then raised for the operator."""
+        started = time.perf_counter()
+        try:
+            reply = await self.model.complete(request)
+        except Exception as exc:
+            await self.emit(ErrorEvent(kind="model", message=f"{type(exc).__name__}: {exc}"))
+            raise
+        return reply, time.perf_counter() - started
+
+    async def run_calls(self, calls: list[tuple[str, str, ToolInput]], thought: str) -> AsyncIterator[Event]:
+        """Run a step's tool calls in order; each gets exactly one observation."""
+        question: QuestionEvent | None = None
+        direct: str | None = None
+        for call_id, name, value in calls:
+            yield await self.emit(ActionEvent(call_id=call_id, tool=name, input=value))
+            started = time.perf_counter()
+            try:
+                text, is_error, cut = await self.execute(call_id, name, value)
+            except PauseForUser as pause:
+                if question is None:
+                    question = QuestionEvent(call_id=call_id, question=pause.question)
+                    yield await self.emit(question)
+                    continue  # the observation is the user's answer, recorded on resume
+                text, is_error, cut = "Ask one question at a time; ask this one after the answer.", True, 0
+            yield await self.observe(call_id, name, text, is_error, cut, time.perf_counter() - started)
+            tool = self.tools.get(name)
+            if tool is not None and tool.return_direct and not is_error and direct is None:
+                direct = text
+        if question is None and direct is not None:
+            # "intent recognition + direct tool output": no summarising model call
+            yield await self.emit(AnswerEvent(text=direct, thought=thought))
+
+    async def observe(
+        self, call_id: str, name: str, text: str, is_error: bool, cut: int = 0, seconds: float = 0.0
+    ) -> Event:
+        """Record an observation and show it to the model."""
+        self.transcript.add_observation(call_id, text)
+        return await self.emit(
+            ObservationEvent(call_id=call_id, tool=name, text=text, is_error=is_error, truncated=cut, seconds=seconds)
+        )
+
+    async def execute(self, call_id: str, name: str, value: ToolInput) -> tuple[str, bool, int]:
+        """Run one call: ``(observation, is_error, characters cut)``. Raises ``PauseForUser``."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return unknown_tool(name, list(self.tools)), True, 0
+        try:
+            arguments = tool.validate(value)
+        except ToolInputError as error:
+            return str(error), True, 0
+        previous = None if tool.volatile else self.repeats.previous(name, arguments)
+        if previous is not None:
+            return self.repeats.refuse(name, previous), True, 0
+        context = RunContext(self.session, self.turn, call_id, self.store, self.deps, self.services)
+        try:
+            result = observation_text(await tool.run(arguments, context))
+            is_error = False
+        except PauseForUser:
+            raise
+        except ToolTimeout as error:
+            result, is_error = f"Error: {error}. Try a simpler request or another tool.", True
+        except Exception as error:  # a tool's failure is the model's problem to route around
+            result, is_error = f"Error: {name} raised {type(error).__name__}: {error}", True
+        text, cut = truncate(result, tool.max_chars or self.max_observation)
+        if not is_error:
+            self.repeats.remember(name, arguments, text)
+        return text, is_error, cut
+
+    def fit_context(self) -> Request | None:
+        """The next request, with old observations elided if the context budget demands it."""
+        while self.transcript.size > self.context_chars:
+            if not self.transcript.elide_oldest():
+                return None
+        return self.transcript.request()
+
+    async def best_effort(self, reason: str) -> Event:
+        """End a run that a guard stopped: one last call asks for the best answer so far."""
+        reply, seconds = await self.call_model(self.transcript.request(final=True))
+        return await self.emit(
+            AnswerEvent(
+                text=self.transcript.read_final(reply),
+                status="stopped",
+                reason=reason,
+                best_effort=True,
+                seconds=seconds,
+                usage=reply.usage,
+            )
+        )
+
+    async def finish_interrupted(self, events: list[Event]) -> AsyncIterator[Event]:
+        """After a crash: give every call that started but never returned its observation.
+
+        Idempotent tools run again; any other call is reported to the model as interrupted,
+        never silently re-run.
+        """
+        answered = {e.call_id for e in events if isinstance(e, ObservationEvent)}
+        asked = {e.call_id for e in events if isinstance(e, QuestionEvent)}
+        for event in events:
+            if isinstance(event, ActionEvent) and event.call_id not in answered | asked:
+                self.step = event.step
+                tool = self.tools.get(event.tool)
+                if tool is not None and tool.idempotent:
+                    try:
+                        text, is_error, cut = await self.execute(event.call_id, event.tool, event.input)
+                    except PauseForUser as pause:
+                        text, is_error, cut = f"(interrupted question) {pause.question}", True, 0
+                    yield await self.observe(event.call_id, event.tool, text, is_error, cut)
+                else:
+                    yield await self.observe(event.call_id, event.tool, INTERRUPTED, True)
+
+
+def replay(run: TurnRun, events: list[Event]) -> None:
+    """Rebuild a turn's transcript and guards from its stored events."""
+    actions: dict[int, list[ActionEvent]] = {}
+    for event in events:
+        if isinstance(event, ActionEvent):
+            actions.setdefault(event.step, []).append(event)
+    for event in events:
+        run.step = max(run.step, event.step)
+        if isinstance(event, ThoughtEvent) and event.step in actions:
+            calls = [(a.call_id, a.tool, a.input) for a in actions[event.step]]
+            run.transcript.add_step(event.raw, event.text, calls)
+        elif isinstance(event, ErrorEvent) and event.kind == "format":
+            run.transcript.add_step(event.raw, "", [])
+            run.transcript.add_observation(f"format-{event.step}", event.message)
+        elif isinstance(event, ObservationEvent):
+            run.transcript.add_observation(event.call_id, event.text)
+            action = next((a for a in actions.get(event.step, []) if a.call_id == event.call_id), None)
+            tool = run.tools.get(event.tool)
+            if action is not None and tool is not None and not event.is_error:
+                with contextlib.suppress(ToolInputError):
+                    run.repeats.remember(event.tool, tool.validate(action.input), event.text)

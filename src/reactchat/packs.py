@@ -1,0 +1,212 @@
+"""Prompt packs: the words of the ReAct prompt in English, French and Japanese."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from reactchat.messages import ReactLabels
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity, for the label cache
+class PromptPack:
+    """The words of the ReAct prompt in one language."""
+
+    language: str
+    labels: ReactLabels
+    instructions: str
+    history_header: str
+    question: str
+    user: str
+    assistant: str
+    no_history: str
+    #: extra spellings the parser accepts for each label
+    aliases: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: corrections shown to the model, by kind of format error
+    corrections: dict[str, str] = field(default_factory=dict)
+    budget_note: str = ""
+
+
+_EN_INSTRUCTIONS = """\
+Answer the following question as best you can. You have access to the following tools:
+
+{tools}
+
+Use the following format:
+
+Question: the input question you must answer
+{thought}: you should always think about what to do
+{action}: the action to take, must be one of [{tool_names}]
+{action_input}: the input to the action, a JSON object matching the tool's input schema
+{observation}: the result of the action
+... (this {thought}/{action}/{action_input}/{observation} can repeat N times)
+{thought}: I now know the final answer
+{final_answer}: the final answer to the original input question
+
+Write one {action} at a time and stop after its {action_input}: the {observation} will be \
+given to you. If a fact that only the user knows is missing, use ask_user.
+Begin!"""
+
+EN_CORRECTIONS = {
+    "no_label": (
+        "Invalid format: your reply has no '{thought}:', '{action}:' or '{final_answer}:' line. "
+        "Reply with '{thought}: ...' followed by either '{action}: <tool name>' and "
+        "'{action_input}: <JSON object>', or '{final_answer}: <answer>'."
+    ),
+    "no_decision": (
+        "Invalid format: you wrote a {thought} but neither an {action} nor a {final_answer}. "
+        "Continue with '{action}: <one of [{tool_names}]>' and '{action_input}: <JSON object>', "
+        "or with '{final_answer}: <answer>'."
+    ),
+    "no_tool": "Invalid format: '{action}:' must be followed by a tool name, one of [{tool_names}].",
+    "no_input": (
+        "Invalid format: '{action}: {tool}' must be followed by a line '{action_input}: <JSON object>' "
+        "(use {{}} if the tool takes no input)."
+    ),
+    "empty_answer": "Invalid format: '{final_answer}:' must be followed by the answer itself.",
+}
+
+PACKS: dict[str, PromptPack] = {
+    "en": PromptPack(
+        language="en",
+        labels=ReactLabels(),
+        instructions=_EN_INSTRUCTIONS,
+        history_header="Conversation so far:",
+        question="Question",
+        user="User",
+        assistant="Assistant",
+        no_history="",
+        corrections=EN_CORRECTIONS,
+        budget_note=(
+            "The step budget is used up: no more actions. Write your best final answer from the "
+            "observations above, and say what is uncertain."
+        ),
+    ),
+    "fr": PromptPack(
+        language="fr",
+        labels=ReactLabels(
+            thought="Pensée",
+            action="Action",
+            action_input="Entrée de l'action",
+            observation="Observation",
+            final_answer="Réponse finale",
+        ),
+        instructions="""\
+Répondez à la question suivante du mieux que vous pouvez. Vous avez accès aux outils suivants :
+
+{tools}
+
+Utilisez le format suivant :
+
+Question : la question à laquelle vous devez répondre
+{thought}: réfléchissez toujours à ce que vous allez faire
+{action}: l'action à entreprendre, qui doit être l'une de [{tool_names}]
+{action_input}: l'entrée de l'action, un objet JSON conforme au schéma de l'outil
+{observation}: le résultat de l'action
+... (ce cycle {thought}/{action}/{action_input}/{observation} peut se répéter)
+{thought}: je connais maintenant la réponse finale
+{final_answer}: la réponse finale à la question initiale
+
+Une seule {action} à la fois ; arrêtez-vous après son {action_input} : l'{observation} vous \
+sera donnée. S'il manque une information que seul l'utilisateur connaît, utilisez ask_user.
+Commencez !""",
+        history_header="Conversation jusqu'ici :",
+        question="Question",
+        user="Utilisateur",
+        assistant="Assistant",
+        no_history="",
+        aliases={
+            "thought": ("Réflexion",),
+            "action_input": ("Entrée d'action", "Entrée d'Action", "Données d'entrée"),
+            "final_answer": ("Réponse",),
+        },
+        corrections={
+            "no_label": (
+                "Format invalide : aucune ligne '{thought}:', '{action}:' ou '{final_answer}:'. "
+                "Répondez par '{thought}: ...' puis soit '{action}: <outil>' et "
+                "'{action_input}: <objet JSON>', soit '{final_answer}: <réponse>'."
+            ),
+            "no_decision": (
+                "Format invalide : une {thought} sans {action} ni {final_answer}. Continuez avec "
+                "'{action}: <l'un de [{tool_names}]>' et '{action_input}: <objet JSON>', ou "
+                "'{final_answer}: <réponse>'."
+            ),
+            "no_tool": "Format invalide : '{action}:' doit être suivi d'un outil parmi [{tool_names}].",
+            "no_input": (
+                "Format invalide : '{action}: {tool}' doit être suivi d'une ligne "
+                "'{action_input}: <objet JSON>' ({{}} si l'outil ne prend rien)."
+            ),
+            "empty_answer": "Format invalide : '{final_answer}:' doit être suivi de la réponse.",
+        },
+        budget_note=(
+            "Le budget d'étapes est épuisé : plus d'actions. Donnez votre meilleure réponse finale "
+            "à partir des observations ci-dessus, en disant ce qui reste incertain."
+        ),
+    ),
+    "ja": PromptPack(
+        language="ja",
+        labels=ReactLabels(
+            thought="思考",
+            action="行動",
+            action_input="行動入力",
+            observation="観察",
+            final_answer="最終回答",
+        ),
+        instructions="""\
+次の質問にできる限り答えてください。次のツールを使うことができます：
+
+{tools}
+
+次の形式を使ってください：
+
+質問: 答えるべき入力の質問
+{thought}: 何をすべきか常に考える
+{action}: 取るべき行動。[{tool_names}] のいずれか
+{action_input}: 行動への入力。ツールの入力スキーマに合う JSON オブジェクト
+{observation}: 行動の結果
+...（この {thought}/{action}/{action_input}/{observation} は繰り返すことができます）
+{thought}: 最終回答がわかりました
+{final_answer}: 元の質問への最終回答
+
+{action} は一度に一つだけ書き、{action_input} の後で止めてください。{observation} は与えられます。\
+ユーザーだけが知っている情報が足りないときは ask_user を使ってください。
+始めましょう！""",
+        history_header="これまでの会話：",
+        question="質問",
+        user="ユーザー",
+        assistant="アシスタント",
+        no_history="",
+        aliases={"thought": ("考え",), "final_answer": ("回答", "答え")},
+        corrections={
+            "no_label": (
+                "形式が正しくありません：'{thought}:'、'{action}:'、'{final_answer}:' の行がありません。"
+                "'{thought}: ...' の後に '{action}: <ツール名>' と '{action_input}: <JSON>'、"
+                "または '{final_answer}: <回答>' を書いてください。"
+            ),
+            "no_decision": (
+                "形式が正しくありません：{thought} の後に {action} も {final_answer} もありません。"
+                "'{action}: <[{tool_names}] のいずれか>' と '{action_input}: <JSON>'、"
+                "または '{final_answer}: <回答>' を続けてください。"
+            ),
+            "no_tool": "形式が正しくありません：'{action}:' の後に [{tool_names}] のいずれかを書いてください。",
+            "no_input": (
+                "形式が正しくありません：'{action}: {tool}' の後に '{action_input}: <JSON>' の行が必要です"
+                "（入力がなければ {{}}）。"
+            ),
+            "empty_answer": "形式が正しくありません：'{final_answer}:' の後に回答を書いてください。",
+        },
+        budget_note=(
+            "ステップの上限に達しました。これ以上の行動はできません。上の観察から最善の最終回答を書き、"
+            "不確かな点も述べてください。"
+        ),
+    ),
+}
+
+
+def get_pack(language: str | PromptPack) -> PromptPack:
+    """The prompt pack for a language code (``en``, ``fr``, ``ja``)."""
+    if isinstance(language, PromptPack):
+        return language
+    try:
+        return PACKS[language]
+    except KeyError:
+        raise ValueError(f"no prompt pack for language {language!r}; available: {sorted(PACKS)}") from None

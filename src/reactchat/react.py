@@ -1,0 +1,433 @@
+"""The text ReAct protocol: prompt packs, the step parser and format corrections.
+
+``parse(text)`` reads one model step and returns an ``Action`` or a ``FinalAnswer``,
+or raises ``FormatError`` whose message is the correction shown to the model.
+The rules (a contract, see DESIGN.md):
+
+* the first complete step wins: an Action followed by a Final Answer runs the action;
+* anything after a model-written ``Observation:`` is discarded;
+* labels are matched leniently (case, spaces before the colon, markdown bold, a
+  full-width colon); ``Answer:`` counts as a final answer;
+* Action Input JSON is repaired where unambiguous (single quotes, trailing commas,
+  comments, code fences, surrounding prose); otherwise it stays a string and the
+  engine tells the model what is wrong with it;
+* ``add (add two numbers)`` or `` `add` `` means ``add``; ``Search[Colorado orogeny]``
+  means tool ``Search`` with input ``Colorado orogeny``; a trailing ``PAUSE`` is ignored;
+* text with no label at all is a ``FormatError``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from functools import cache
+from typing import Any, Literal
+
+from reactchat.messages import (
+    AssistantMessage,
+    ReactLabels,
+    Reply,
+    Request,
+    SystemMessage,
+    TextPart,
+    ToolInput,
+    ToolSpec,
+    UserMessage,
+)
+from reactchat.packs import EN_CORRECTIONS, PromptPack, get_pack
+
+
+class FormatError(ValueError):
+    """The model's step does not follow the format; ``str(error)`` is the correction."""
+
+    def __init__(self, message: str, kind: str = "format") -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Action:
+    """The model asks to call ``tool`` with ``input``."""
+
+    tool: str
+    input: ToolInput
+    thought: str = ""
+    #: the step as the model wrote it, up to the end of the Action Input
+    raw: str = ""
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What the engine does after one model reply: run ``calls``, or finish with ``answer``.
+
+    Each call is ``(call_id, tool, input)``; the call id is ``None`` when the protocol
+    does not name calls (text ReAct) and the engine assigns one.
+    """
+
+    thought: str
+    raw: str
+    calls: list[tuple[str | None, str, ToolInput]]
+    answer: str | None = None
+
+
+@dataclass(frozen=True)
+class FinalAnswer:
+    """The model's final answer to the question."""
+
+    answer: str
+    thought: str = ""
+    raw: str = ""
+
+
+# ----------------------------------------------------------------------- parsing
+
+Kind = Literal["thought", "action", "action_input", "observation", "final_answer"]
+_ENGLISH_ALIASES: dict[str, tuple[str, ...]] = {
+    "final_answer": ("Answer", "Final answer"),
+    "action_input": ("Action input", "Input"),
+}
+
+
+@cache
+def _label_pattern(pack: PromptPack) -> tuple[re.Pattern[str], dict[str, Kind]]:
+    """One regex matching any label of the pack or of English at the start of a line."""
+    names: dict[str, Kind] = {}
+    for source in (ReactLabels(), pack.labels):
+        for kind, label in source.model_dump().items():
+            names[label.casefold()] = kind  # type: ignore[assignment]
+    for aliases in (_ENGLISH_ALIASES, pack.aliases):
+        for kind, spellings in aliases.items():
+            for spelling in spellings:
+                names.setdefault(spelling.casefold(), kind)  # type: ignore[arg-type]
+    # longest first so that "Action Input" wins over "Action"
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    pattern = re.compile(
+        rf"^[ \t>#*_\-]*(?:\d+\.\s*)?[*_]*({alternatives})[*_]*[ \t]*[:：][*_]*[ \t]*",
+        re.IGNORECASE | re.MULTILINE,
+    )
+    return pattern, names
+
+
+_PAUSE = re.compile(r"(?:\n|^)[ \t]*PAUSE[ \t.]*\s*$", re.IGNORECASE)
+_BRACKET_CALL = re.compile(r"^([\w.\-]+)\s*\[(.*)\]\s*$", re.DOTALL)
+_PAREN_CALL = re.compile(r"^([\w.\-]+)\((.*)\)\s*$", re.DOTALL)
+_NAME_AND_NOTE = re.compile(r"^([\w.\-]+)\s+[\(\[—–\-:].*$", re.DOTALL)
+
+
+def parse(text: str, pack: PromptPack | str = "en", tool_names: str = "") -> Action | FinalAnswer:
+    """Parse one model step (the text written after ``Thought:``).
+
+    Returns an ``Action`` or a ``FinalAnswer``; raises ``FormatError`` whose message is
+    the correction to show the model (``tool_names`` is listed in it when given).
+    """
+    pack = get_pack(pack)
+    names_note = tool_names or "the tools listed above"
+    pattern, names = _label_pattern(pack)
+    segments: list[tuple[Kind | None, str, int]] = []  # (kind, content, end offset of content)
+    matches = list(pattern.finditer(text))
+    leading = text[: matches[0].start()] if matches else text
+    segments.append((None, leading, len(leading)))
+    for i, match in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+        segments.append((names[match.group(1).casefold()], text[match.end() : end], end))
+
+    if len(segments) == 1:
+        raise _format_error(pack, "no_label", names_note)
+
+    thought_parts: list[str] = []
+    if segments[0][1].strip():
+        thought_parts.append(segments[0][1].strip())
+    for index, (kind, content, end) in enumerate(segments[1:], start=1):
+        if kind == "observation":
+            break  # the model imagined a result: everything after it is discarded
+        if kind == "thought":
+            thought_parts.append(content.strip())
+        elif kind == "final_answer":
+            answer = _strip_pause(content).strip()
+            if not answer:
+                raise _format_error(pack, "empty_answer", names_note)
+            return FinalAnswer(answer=answer, thought=_join(thought_parts), raw=text[:end].rstrip())
+        elif kind == "action":
+            if _is_no_action(content) and any(k == "final_answer" for k, _, _ in segments[index:]):
+                continue  # "Action: None" followed by a final answer
+            return _action(pack, segments, index, _join(thought_parts), text, names_note)
+        elif kind == "action_input":
+            continue  # an input without an action: ignore it, the action is what matters
+    if thought_parts:
+        raise _format_error(pack, "no_decision", names_note)
+    raise _format_error(pack, "no_label", names_note)
+
+
+def _is_no_action(content: str) -> bool:
+    return content.strip().strip("`'\".").casefold() in {"", "none", "n/a", "no action", "null"}
+
+
+def _action(
+    pack: PromptPack,
+    segments: list[tuple[Kind | None, str, int]],
+    index: int,
+    thought: str,
+    text: str,
+    names_note: str,
+) -> Action:
+    _, content, end = segments[index]
+    name_text = _strip_pause(content).strip()
+    first_line, _, rest_of_line = name_text.partition("\n")
+    name, inline_input = _tool_name(first_line.strip())
+    if not name:
+        raise _format_error(pack, "no_tool", names_note)
+    if index + 1 < len(segments) and segments[index + 1][0] == "action_input":
+        _, raw_input, end = segments[index + 1]
+        return Action(tool=name, input=parse_input(raw_input), thought=thought, raw=text[:end].rstrip())
+    if inline_input is not None:
+        return Action(tool=name, input=parse_input(inline_input), thought=thought, raw=text[:end].rstrip())
+    # some models put the JSON on the lines right after the tool name
+    if rest_of_line.strip():
+        return Action(tool=name, input=parse_input(rest_of_line), thought=thought, raw=text[:end].rstrip())
+    raise _format_error(pack, "no_input", names_note, tool=name)
+
+
+def _tool_name(text: str) -> tuple[str, str | None]:
+    """Tool name and, for ``Search[query]`` or ``f(x)`` forms, the inline input."""
+    text = text.strip().strip("`'\"*").strip()
+    if match := _BRACKET_CALL.match(text):
+        return match.group(1), match.group(2)
+    if match := _PAREN_CALL.match(text):
+        return match.group(1), match.group(2)
+    if match := _NAME_AND_NOTE.match(text):
+        return match.group(1), None
+    return text.strip("`'\".,;").strip(), None
+
+
+def _join(parts: list[str]) -> str:
+    return "\n".join(p for p in parts if p)
+
+
+def _strip_pause(text: str) -> str:
+    return _PAUSE.sub("", text)
+
+
+def _format_error(pack: PromptPack, kind: str, tool_names: str, tool: str = "") -> FormatError:
+    template = pack.corrections.get(kind) or EN_CORRECTIONS[kind]
+    values = pack.labels.model_dump()
+    return FormatError(template.format(tool=tool, tool_names=tool_names, **values), kind=kind)
+
+
+# -------------------------------------------------------------- input repair
+
+_FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```", re.DOTALL)
+_LINE_COMMENT = re.compile(r"(^|[^:\"'\\])//[^\n]*")
+_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
+_TRAILING_COMMA = re.compile(r",\s*([}\]])")
+_PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
+
+
+def parse_input(raw: str) -> ToolInput:
+    """The Action Input as JSON where it is (or can unambiguously be repaired into)
+    a JSON object; otherwise the stripped text."""
+    text = _strip_pause(raw).strip()
+    if fence := _FENCE.match(text):
+        text = fence.group(1).strip()
+    start, stop = text.find("{"), text.rfind("}")
+    if start < 0:
+        return _unwrap_string(text)
+    if stop < start:
+        return text  # an opening brace and no closing one: broken, let the tool say so
+    candidate = text[start : stop + 1]
+    for attempt in (candidate, _repair(candidate)):
+        try:
+            value = json.loads(attempt)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(value, dict):
+            return value
+    return candidate if start == 0 or not text[:start].strip() else text
+
+
+def _unwrap_string(text: str) -> str:
+    if len(text) >= 2 and text[0] == text[-1] == '"':
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            return text
+        return value if isinstance(value, str) else text
+    return text
+
+
+def _repair(text: str) -> str:
+    """Fix the JSON slips models make when the fix is unambiguous."""
+    text = _BLOCK_COMMENT.sub("", text)
+    text = _LINE_COMMENT.sub(r"\1", text)
+    text = _single_to_double_quotes(text)
+    text = _TRAILING_COMMA.sub(r"\1", text)
+    for python, js in _PY_LITERALS.items():
+        text = re.sub(rf"(?<![\w\"]){python}(?![\w\"])", js, text)
+    return text
+
+
+def _single_to_double_quotes(text: str) -> str:
+    """Turn 'single-quoted' strings into "double-quoted" ones, outside double quotes."""
+    if "'" not in text:
+        return text
+    out: list[str] = []
+    quote: str | None = None
+    escaped = False
+    for char in text:
+        if quote:
+            if escaped:
+                escaped = False
+                out.append(char)
+                continue
+            if char == "\\":
+                escaped = True
+                out.append(char)
+                continue
+            if char == quote:
+                quote = None
+                out.append('"')
+                continue
+            if quote == "'" and char == '"':
+                out.append('\\"')
+                continue
+            out.append(char)
+            continue
+        if char in "'\"":
+            quote = char
+            out.append('"')
+            continue
+        out.append(char)
+    return "".join(out)
+
+
+def input_json(value: Any) -> str:
+    """An Action Input as the canonical JSON the scratchpad shows."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+# ------------------------------------------------------------------ the protocol
+
+
+class ReactTranscript:
+    """The text ReAct prompt of one turn, kept append-only.
+
+    The system message holds the instructions and tools, the user message the
+    history and the question, and a prefilled assistant message the scratchpad that
+    the model continues after ``Thought:``. Steps only ever append to the scratchpad,
+    so a model with a prefix cache evaluates only what is new.
+    """
+
+    native = False
+
+    def __init__(
+        self,
+        pack: PromptPack,
+        tools: list[ToolSpec],
+        history: list[tuple[str, str]],
+        question: str,
+        system: str | None = None,
+    ) -> None:
+        self.pack = pack
+        self.tools = tools
+        self.tool_names = ", ".join(t.name for t in tools)
+        labels = pack.labels
+        self._thought = f"{labels.thought}:"
+        self._observation = f"{labels.observation}:"
+        instructions = _instructions(pack, tools, self.tool_names)
+        self.system = SystemMessage(content=f"{system}\n\n{instructions}" if system else instructions)
+        self.user = UserMessage(content=_question_block(pack, history, question))
+        self.stop = [f"\n{labels.observation}:", f"\n{labels.observation} :"]
+        self._chunks: list[str] = [self._thought]
+        self._elided: dict[str, tuple[int, str]] = {}
+        #: characters in the prompt, for the context budget
+        self.size = len(self.system.content) + len(self.user.content) + len(self._thought)
+
+    def add_step(self, raw: str, thought: str, calls: list[tuple[str, str, Any]]) -> None:
+        """Record what the model wrote for one step (an action, or a format error)."""
+        raw = raw.rstrip()
+        if raw.lstrip().startswith(self._thought):
+            raw = raw.lstrip()[len(self._thought) :]
+        if not raw:
+            # rebuilt from structured events (e.g. a run begun with another protocol)
+            raw = f" {thought}"
+            for _, tool, value in calls:
+                labels = self.pack.labels
+                raw += f"\n{labels.action}: {tool}\n{labels.action_input}: {input_json(value)}"
+        elif not raw[0].isspace():
+            raw = " " + raw
+        self._chunks.append(raw)
+        self.size += len(raw)
+
+    def add_observation(self, call_id: str, text: str) -> None:
+        """Append an observation (or a format correction) and the next ``Thought:``."""
+        self._chunks.append(f"\n{self._observation} ")
+        self._elided[call_id] = (len(self._chunks), text)
+        self._chunks.append(text)
+        self._chunks.append(f"\n{self._thought}")
+        self.size += len(text) + len(self._observation) + len(self._thought) + 3
+
+    def elide_oldest(self) -> bool:
+        """Replace the oldest remaining observation with a note; False if none is left."""
+        for call_id, (index, text) in self._elided.items():
+            if len(text) > 200:
+                self._chunks[index] = f"[{len(text)} characters elided to fit the context budget]"
+                self.size += len(self._chunks[index]) - len(text)
+                del self._elided[call_id]
+                return True
+        return False
+
+    def request(self, final: bool = False) -> Request:
+        """The request for the next step; ``final`` asks for the best answer now."""
+        scratchpad = "".join(self._chunks)
+        react: ReactLabels | None = self.pack.labels
+        if final:
+            labels = self.pack.labels
+            scratchpad += f" {self.pack.budget_note}\n{labels.final_answer}:"
+            react = None  # free text: the answer itself
+        prefill = AssistantMessage(parts=[TextPart(text=scratchpad)], prefill=True)
+        return Request.model_construct(
+            messages=[self.system, self.user, prefill],
+            tools=[],
+            stop=self.stop,
+            react=react,
+            react_tools=self.tools if react else [],
+            max_tokens=None,
+        )
+
+    def read(self, reply: Reply) -> Decision:
+        """Parse a reply into the next decision; raises ``FormatError``."""
+        step = parse(reply.text, self.pack, self.tool_names)
+        if isinstance(step, FinalAnswer):
+            return Decision(step.thought, step.raw, [], step.answer)
+        return Decision(step.thought, step.raw, [(None, step.tool, step.input)])
+
+    def read_final(self, reply: Reply) -> str:
+        """The answer from a reply to ``request(final=True)``."""
+        text = reply.text.strip()
+        try:
+            decision = parse(text, self.pack)
+        except FormatError:
+            return text
+        return decision.answer if isinstance(decision, FinalAnswer) else text
+
+
+def _instructions(pack: PromptPack, tools: list[ToolSpec], tool_names: str) -> str:
+    lines = []
+    for spec in tools:
+        description = " ".join(spec.description.split())
+        schema = json.dumps(spec.input_schema.get("properties", {}), ensure_ascii=False)
+        lines.append(f"{spec.name}: {description}\n  input: {schema}")
+    return pack.instructions.format(tools="\n".join(lines), tool_names=tool_names, **pack.labels.model_dump())
+
+
+def _question_block(pack: PromptPack, history: list[tuple[str, str]], question: str) -> str:
+    parts = []
+    if history:
+        parts.append(pack.history_header)
+        for asked, answered in history:
+            parts.append(f"{pack.user}: {asked}\n{pack.assistant}: {answered}")
+        parts.append("")
+    parts.append(f"{pack.question}: {question}")
+    return "\n".join(parts)

@@ -1,0 +1,84 @@
+"""Stores: where sessions and their events live.
+
+A store is append-only: it keeps every event of every session, and the state of a
+session (its history, a pending question, an interrupted turn) is derived from them.
+``resolve_store`` turns a URL into a store: ``memory:``, ``sqlite:///path.db``,
+``postgresql://...``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Protocol, runtime_checkable
+
+from reactchat.messages import Event
+
+
+class SessionNotFound(LookupError):
+    """No session has this id."""
+
+
+class SessionBusy(RuntimeError):
+    """Another turn of this session is running; nothing was recorded for this message."""
+
+
+class AlreadyAnswered(RuntimeError):
+    """The question this message answers is no longer pending (someone answered it)."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """Durable, append-only storage of sessions and their events."""
+
+    async def create_session(self, session_id: str | None = None) -> str:
+        """Create a session (a new random id unless given) and return its id."""
+        ...
+
+    async def exists(self, session_id: str) -> bool:
+        """Whether the session exists."""
+        ...
+
+    async def events(self, session_id: str) -> list[Event]:
+        """Every event of the session, in order. Raises ``SessionNotFound``."""
+        ...
+
+    async def append(self, event: Event) -> None:
+        """Persist one event durably before returning."""
+        ...
+
+    async def try_lock(self, session_id: str, owner: str, ttl: float) -> bool:
+        """Take the session's turn lock for ``owner`` unless someone else holds a live one."""
+        ...
+
+    async def unlock(self, session_id: str, owner: str) -> None:
+        """Release the turn lock if ``owner`` holds it."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+_SCHEMES = {
+    "memory": "reactchat.store.memory:from_url",
+    "sqlite": "reactchat.store.sqlite:from_url",
+    "postgresql": "reactchat.store.postgres:from_url",
+    "postgres": "reactchat.store.postgres:from_url",
+}
+
+
+def resolve_store(spec: str | Store) -> Store:
+    """A store for a URL (``memory:``, ``sqlite:///path.db``, ``postgresql://...``)."""
+    if not isinstance(spec, str):
+        return spec
+    scheme = spec.split(":", 1)[0]
+    target = _SCHEMES.get(scheme)
+    if target is None:
+        raise ValueError(f"unknown store {spec!r}: use 'memory:', 'sqlite:///path.db' or 'postgresql://user@host/db'")
+    module_name, _, attr = target.partition(":")
+    factory = getattr(importlib.import_module(module_name), attr)
+    store: Store = factory(spec)
+    return store
+
+
+__all__ = ["AlreadyAnswered", "SessionBusy", "SessionNotFound", "Store", "resolve_store"]

@@ -1,0 +1,63 @@
+"""An in-process store: fast, and gone when the process ends."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+from reactchat.messages import Event
+from reactchat.store import SessionNotFound
+
+
+class MemoryStore:
+    """Keeps sessions in a dict. Turn locks are per process."""
+
+    def __init__(self) -> None:
+        self._events: dict[str, list[Event]] = {}
+        self._locks: dict[str, tuple[str, float]] = {}
+
+    async def create_session(self, session_id: str | None = None) -> str:
+        """Create a session and return its id."""
+        session_id = session_id or uuid.uuid4().hex
+        self._events.setdefault(session_id, [])
+        return session_id
+
+    async def exists(self, session_id: str) -> bool:
+        """Whether the session exists."""
+        return session_id in self._events
+
+    async def events(self, session_id: str) -> list[Event]:
+        """Every event of the session."""
+        try:
+            return list(self._events[session_id])
+        except KeyError:
+            raise SessionNotFound(session_id) from None
+
+    async def append(self, event: Event) -> None:
+        """Keep one event."""
+        try:
+            self._events[event.session].append(event)
+        except KeyError:
+            raise SessionNotFound(event.session) from None
+
+    async def try_lock(self, session_id: str, owner: str, ttl: float) -> bool:
+        """Take the session's turn lock unless another owner holds a live one."""
+        now = time.monotonic()
+        holder = self._locks.get(session_id)
+        if holder and holder[0] != owner and holder[1] > now:
+            return False
+        self._locks[session_id] = (owner, now + ttl)
+        return True
+
+    async def unlock(self, session_id: str, owner: str) -> None:
+        """Release the lock if ``owner`` holds it."""
+        if self._locks.get(session_id, ("",))[0] == owner:
+            del self._locks[session_id]
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+
+def from_url(url: str) -> MemoryStore:
+    """``memory:`` → a new ``MemoryStore``."""
+    return MemoryStore()

@@ -1,0 +1,16 @@
+"""``ask_user``: the agent asks the user a question mid-reasoning (seed 000)."""
+
+from __future__ import annotations
+
+from reactchat.tools import PauseForUser, tool
+
+
+@tool(return_direct=True, timeout=None)
+def ask_user(question: str) -> str:
+    """Ask the user a question and wait for the answer. Use it when a fact only the user
+    knows is missing (where they are, which account, what they prefer); never guess it.
+
+    Args:
+        question: the question to show the user, in the user's language
+    """
+    raise PauseForUser(question)

@@ -1,0 +1,285 @@
+"""Tools: plain Python functions the agent may call.
+
+``@tool`` turns a function (sync or async) into a ``Tool``: its name is the
+function's name, its description the docstring, its input schema comes from the
+signature (via ``pydantic.create_model``). Arguments are validated by pydantic
+before the call. A parameter annotated ``RunContext`` is injected by the engine and
+never shown to the model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import re
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar, get_type_hints, overload
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from reactchat.messages import ToolInput, ToolSpec
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass
+class RunContext:
+    """What the engine knows about the running turn, injected into tools that ask for it.
+
+    Declare a parameter ``ctx: RunContext`` and it is filled in by the engine and hidden
+    from the model's schema.
+    """
+
+    session: str
+    turn: int
+    call_id: str
+    #: the session's store (see ``reactchat.store``)
+    store: Any = None
+    #: whatever the application passed as ``Agent(deps=...)``
+    deps: Any = None
+    #: extra per-session services (e.g. the file knowledge base), by name
+    services: dict[str, Any] = field(default_factory=dict)
+
+
+class PauseForUser(Exception):
+    """Raised by a tool to end the turn and wait for the user's answer.
+
+    The question is shown to the user; the session's next message becomes the
+    observation of this tool call and the reasoning continues from there.
+    """
+
+    def __init__(self, question: str) -> None:
+        super().__init__(question)
+        self.question = question
+
+
+class ToolInputError(Exception):
+    """The model's arguments do not fit the tool: the message is shown to the model."""
+
+
+class ToolTimeout(Exception):
+    """A tool did not return within its timeout."""
+
+
+_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$", re.IGNORECASE)
+_ARG_LINE = re.compile(r"^\s+(\w+)\s*(?:\([^)]*\))?\s*:\s*(.+)$")
+
+
+def _split_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """Description and per-argument descriptions from a Google-style docstring."""
+    lines = inspect.cleandoc(doc).splitlines()
+    description: list[str] = []
+    args: dict[str, str] = {}
+    in_args = False
+    last: str | None = None
+    for line in lines:
+        if _ARGS_HEADER.match(line):
+            in_args = True
+            continue
+        if in_args:
+            match = _ARG_LINE.match("    " + line if not line.startswith(" ") else line)
+            if match and (line.startswith(" ") or ":" in line):
+                last = match.group(1)
+                args[last] = match.group(2).strip()
+                continue
+            if line.strip() and last and line.startswith(" " * 8):
+                args[last] += " " + line.strip()
+                continue
+            if not line.strip():
+                continue
+            in_args = False
+        description.append(line)
+    return "\n".join(description).strip(), args
+
+
+class Tool:
+    """A callable the agent can use. Build one with ``@tool``."""
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        return_direct: bool = False,
+        timeout: float | None = 30.0,
+        volatile: bool = False,
+        idempotent: bool = False,
+        max_chars: int | None = None,
+    ) -> None:
+        self.fn = fn
+        self.name = name or fn.__name__
+        doc_description, arg_docs = _split_docstring(fn.__doc__ or "")
+        self.description = description or doc_description or self.name
+        #: the tool's output is the final answer (no summarising model call)
+        self.return_direct = return_direct
+        #: seconds before the call is abandoned (None: no limit, sync tools run inline)
+        self.timeout = timeout
+        #: the result changes over time, so repeating the same call is legitimate
+        self.volatile = volatile
+        #: safe to run again after a crash interrupted it
+        self.idempotent = idempotent
+        #: per-tool observation limit in characters (None: the agent's default)
+        self.max_chars = max_chars
+        self.is_async = inspect.iscoroutinefunction(fn)
+
+        hints = get_type_hints(fn, include_extras=True)
+        fields: dict[str, Any] = {}
+        self.context_params: list[str] = []
+        for param in inspect.signature(fn).parameters.values():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise TypeError(f"tool {self.name}: *args/**kwargs cannot be described to a model")
+            annotation = hints.get(param.name, Any)
+            if annotation is RunContext:
+                self.context_params.append(param.name)
+                continue
+            from pydantic import Field
+
+            default = ... if param.default is param.empty else param.default
+            fields[param.name] = (annotation, Field(default, description=arg_docs.get(param.name)))
+        self.args_model: type[BaseModel] = create_model(
+            f"{self.name}_args",
+            __config__=ConfigDict(extra="forbid"),
+            **fields,
+        )
+        schema = self.args_model.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        self.input_schema: dict[str, Any] = schema
+        self.params = list(fields)
+
+    def __repr__(self) -> str:
+        return f"Tool({self.name!r})"
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Call the underlying function directly (tools stay usable as functions)."""
+        return self.fn(*args, **kwargs)
+
+    @property
+    def spec(self) -> ToolSpec:
+        """What the model is told about this tool."""
+        return ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)
+
+    def validate(self, input: ToolInput) -> dict[str, Any]:
+        """Turn the model's Action Input into validated keyword arguments.
+
+        A plain string is accepted for a tool with exactly one parameter (``Search[x]``,
+        ``Action Input: 80.16 * 1.15``); an empty input for a tool without required ones.
+        Raises ``ToolInputError`` with a message for the model.
+        """
+        if isinstance(input, str):
+            text = input.strip()
+            if text[:1] in "{[" and text:
+                try:
+                    json.loads(text)
+                except json.JSONDecodeError as exc:
+                    raise ToolInputError(
+                        f"Action Input is not valid JSON ({exc.msg} at line {exc.lineno} column "
+                        f"{exc.colno}). Write a JSON object matching this schema: {self.schema_json()}"
+                    ) from None
+                raise ToolInputError(f"Action Input must be a JSON object matching: {self.schema_json()}")
+            required = self.input_schema.get("required", [])
+            if not text and not required:
+                input = {}
+            elif len(self.params) == 1:
+                input = {self.params[0]: _unquote(text)}
+            else:
+                raise ToolInputError(f"{self.name} takes a JSON object, not plain text. Schema: {self.schema_json()}")
+        try:
+            return self.args_model.model_validate(input).model_dump()
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}" for err in exc.errors()
+            )
+            raise ToolInputError(
+                f"Invalid arguments for {self.name}: {problems}. Schema: {self.schema_json()}"
+            ) from None
+
+    def schema_json(self) -> str:
+        """The input schema as compact JSON, for prompts and error messages."""
+        return json.dumps(self.input_schema, ensure_ascii=False, separators=(",", ":"))
+
+    async def run(self, arguments: dict[str, Any], context: RunContext | None = None) -> Any:
+        """Call the tool with validated arguments, applying its timeout."""
+        kwargs = dict(arguments)
+        for name in self.context_params:
+            kwargs[name] = context
+        if self.is_async:
+            coro: Awaitable[Any] = self.fn(**kwargs)
+            if self.timeout is None:
+                return await coro
+            try:
+                async with asyncio.timeout(self.timeout):
+                    return await coro
+            except TimeoutError:
+                raise ToolTimeout(f"{self.name} did not return within {self.timeout:g} s") from None
+        if self.timeout is None:
+            return self.fn(**kwargs)
+        # A sync tool runs in a worker thread so that a hang cannot block the agent;
+        # a thread cannot be killed, so a hung call is abandoned, not stopped.
+        loop = asyncio.get_running_loop()
+        future = loop.run_in_executor(None, lambda: self.fn(**kwargs))
+        try:
+            return await asyncio.wait_for(future, self.timeout)
+        except TimeoutError:
+            raise ToolTimeout(f"{self.name} did not return within {self.timeout:g} s") from None
+
+
+def _unquote(text: str) -> str:
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        return text[1:-1]
+    return text
+
+
+@overload
+def tool(fn: F, /) -> Tool: ...
+
+
+@overload
+def tool(
+    *,
+    name: str | None = None,
+    description: str | None = None,
+    return_direct: bool = False,
+    timeout: float | None = 30.0,
+    volatile: bool = False,
+    idempotent: bool = False,
+    max_chars: int | None = None,
+) -> Callable[[F], Tool]: ...
+
+
+def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Tool | Callable[[F], Tool]:
+    """Make a ``Tool`` of a function: ``@tool`` or ``@tool(return_direct=True, timeout=5)``.
+
+    Options: ``name``, ``description`` (default: the docstring), ``return_direct`` (the
+    output is the final answer), ``timeout`` in seconds, ``volatile`` (the result changes
+    over time, so identical calls may repeat), ``idempotent`` (safe to re-run after a
+    crash), ``max_chars`` (observation limit for this tool).
+    """
+    if fn is not None:
+        return Tool(fn, **options)
+
+    def decorate(f: F) -> Tool:
+        return Tool(f, **options)
+
+    return decorate
+
+
+def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
+    """Accept a ``Tool`` or a plain function where tools are expected."""
+    return obj if isinstance(obj, Tool) else Tool(obj)
+
+
+def observation_text(value: Any) -> str:
+    """Render a tool's return value as observation text."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, BaseModel):
+        return value.model_dump_json()
+    try:
+        return json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        return str(value)
