@@ -102,12 +102,21 @@ class Agent:
             return asyncio.run(self.arun(message, session, reply_to=reply_to))
         raise RuntimeError("Agent.run() cannot be called inside an event loop: use 'await agent.arun(...)'")
 
-    async def arun(self, message: str | None, session: str | None = None, *, reply_to: str | None = None) -> RunResult:
-        """Run one turn and return its result (see ``stream``)."""
+    async def arun(
+        self,
+        message: str | None,
+        session: str | None = None,
+        *,
+        reply_to: str | None = None,
+        on_event: Callable[[Event], None] | None = None,
+    ) -> RunResult:
+        """Run one turn and return its result (see ``stream``); ``on_event`` sees each event."""
         turn: list[Event] = []
         session_id = ""
         async for event in self._stream(message, session, reply_to, turn):
             session_id = event.session
+            if on_event is not None:
+                on_event(event)
         if not turn:
             raise RuntimeError("nothing to run: the session has no open turn and no message was given")
         return _result(session_id or turn[0].session, turn)

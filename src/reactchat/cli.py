@@ -1,0 +1,269 @@
+"""The ``reactchat`` command: ``ask``, ``chat`` and ``serve``.
+
+Exit status of ``reactchat ask``: 0 answered, 3 waiting for the user's answer (the
+question and the session id are printed; ``reactchat ask --session ID "reply"``
+resumes), 4 stopped by a guard (step budget, repeated actions), 1 an error the
+operator must fix, 2 bad flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import itertools
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TextIO
+
+from reactchat.messages import (
+    ActionEvent,
+    AnswerEvent,
+    ErrorEvent,
+    Event,
+    ObservationEvent,
+    QuestionEvent,
+    ThoughtEvent,
+)
+
+EXIT_WAITING = 3
+EXIT_STOPPED = 4
+
+
+def default_db() -> str:
+    """The store URL: ``REACTCHAT_DB`` (a path or a URL), else a file in the user's data dir."""
+    value = os.environ.get("REACTCHAT_DB")
+    if value:
+        return value
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return str(base / "reactchat" / "sessions.db")
+
+
+def store_url(db: str) -> str:
+    """A ``--db`` value as a store URL: paths become ``sqlite:///path``."""
+    if "://" in db or db.startswith("memory:"):
+        return db
+    path = Path(db).expanduser().resolve()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+class Trace:
+    """Prints events as they arrive, with colour and a spinner on a terminal."""
+
+    COLOURS = {"thought": "36", "action": "33", "observation": "2", "question": "35", "answer": "32", "error": "31"}
+
+    def __init__(self, out: TextIO, err: TextIO, quiet: bool = False) -> None:
+        self.out, self.err, self.quiet = out, err, quiet
+        self.colour = out.isatty() and "NO_COLOR" not in os.environ
+        self.spin = err.isatty() and not quiet
+        self._spinner: asyncio.Task[None] | None = None
+
+    def paint(self, kind: str, text: str) -> str:
+        """Colour ``text`` for a kind of event (plain when not on a terminal)."""
+        if not self.colour:
+            return text
+        return f"\x1b[{self.COLOURS.get(kind, '0')}m{text}\x1b[0m"
+
+    def show(self, event: Event) -> None:
+        """Print one event."""
+        self.stop_spinner()
+        if self.quiet:
+            return
+        line = _describe(event)
+        if line is not None:
+            print(self.paint(event.type, line), file=self.out, flush=True)
+        self.start_spinner()
+
+    def start_spinner(self) -> None:
+        """Show that the model is working until the next event."""
+        if self.spin and self._spinner is None:
+            self._spinner = asyncio.get_running_loop().create_task(self._spin())
+
+    def stop_spinner(self) -> None:
+        """Remove the spinner."""
+        if self._spinner is not None:
+            self._spinner.cancel()
+            self._spinner = None
+            self.err.write("\r\x1b[K")
+            self.err.flush()
+
+    async def _spin(self) -> None:
+        for frame in itertools.cycle("⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏"):
+            self.err.write(f"\r{frame} working…")
+            self.err.flush()
+            await asyncio.sleep(0.1)
+
+
+def _describe(event: Event) -> str | None:
+    if isinstance(event, ThoughtEvent):
+        return f"Thought: {event.text}" if event.text else None
+    if isinstance(event, ActionEvent):
+        value = event.input if isinstance(event.input, str) else json.dumps(event.input, ensure_ascii=False)
+        return f"Action: {event.tool} {value}"
+    if isinstance(event, ObservationEvent):
+        text = event.text if len(event.text) <= 400 else event.text[:400] + " …"
+        return f"Observation{' (error)' if event.is_error else ''}: {text}"
+    if isinstance(event, QuestionEvent):
+        return f"Question for you: {event.question}"
+    if isinstance(event, AnswerEvent):
+        prefix = f"Thought: {event.thought}\n" if event.thought else ""
+        note = f" (stopped: {event.reason}; best effort)" if event.status == "stopped" else ""
+        return f"{prefix}Final Answer{note}: {event.text}"
+    if isinstance(event, ErrorEvent):
+        return (
+            f"Format error, correction sent: {event.message}" if event.kind == "format" else f"Error: {event.message}"
+        )
+    return None
+
+
+def build_agent(args: argparse.Namespace) -> object:
+    """The agent the command runs: the built-in tools on the chosen model and store."""
+    from reactchat.agent import Agent
+    from reactchat.toolbox import calculator
+
+    return Agent(
+        model=args.model,
+        tools=[calculator],
+        protocol=args.protocol,
+        max_steps=args.max_steps,
+        store=store_url(args.db),
+        language=args.lang,
+    )
+
+
+async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from reactchat.agent import Agent
+
+    agent = build_agent(args)
+    assert isinstance(agent, Agent)
+    trace = Trace(out, err, quiet=args.json)
+    trace.start_spinner()
+    try:
+        result = await agent.arun(args.question, args.session, on_event=trace.show)
+    finally:
+        trace.stop_spinner()
+        await agent.store.close()
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False, default=str), file=out)
+    if result.status == "waiting":
+        if not args.json:
+            print(f"\nThe agent asks: {result.question}", file=out)
+            print(f'Answer with: reactchat ask --session {result.session} "your answer"', file=out)
+        return EXIT_WAITING
+    return EXIT_STOPPED if result.status == "stopped" else 0
+
+
+async def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from reactchat.agent import Agent
+
+    agent = build_agent(args)
+    assert isinstance(agent, Agent)
+    trace = Trace(out, err)
+    session = args.session
+    print("reactchat chat: /new starts a new session, /history shows it, /quit leaves.", file=out)
+    try:
+        while True:
+            try:
+                line = await asyncio.to_thread(input, "you> ")
+            except EOFError:
+                return 0
+            text = line.strip()
+            if not text:
+                continue
+            if text in ("/quit", "/exit"):
+                return 0
+            if text == "/new":
+                session = None
+                print("(new session)", file=out)
+                continue
+            if text == "/history":
+                if session is None:
+                    print("(no messages yet)", file=out)
+                    continue
+                for question, answer in (await agent.state(session)).history():
+                    print(f"you: {question}\nagent: {answer}", file=out)
+                continue
+            try:
+                async for event in agent.stream(text, session):
+                    session = event.session
+                    trace.show(event)
+            except Exception as exc:  # keep the chat alive; the turn is durable and resumable
+                trace.stop_spinner()
+                print(trace.paint("error", f"error: {exc}"), file=err)
+            trace.stop_spinner()
+    finally:
+        await agent.store.close()
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        from reactchat.server import serve
+    except ImportError as exc:
+        raise SystemExit(f"reactchat serve needs the server extra: pip install 'reactchat[server]' ({exc})") from None
+    serve(
+        host=args.host, port=args.port, db=store_url(args.db), model=args.model, token=os.environ.get("REACTCHAT_TOKEN")
+    )
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    top = argparse.ArgumentParser(prog="reactchat", description="Chat with a ReAct agent that uses tools.")
+    commands = top.add_subparsers(dest="command", required=True)
+
+    def common(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--model",
+            default=os.environ.get("REACTCHAT_MODEL", "local"),
+            help="local, local:/path.gguf, openai:MODEL, anthropic:MODEL or scripted:FILE",
+        )
+        p.add_argument("--db", default=default_db(), help="SQLite file or postgresql:// URL (env REACTCHAT_DB)")
+
+    ask = commands.add_parser("ask", help="ask one question (or answer the agent's question)")
+    ask.add_argument("question")
+    ask.add_argument("--session", help="continue this session (answers its pending question)")
+    ask.add_argument("--json", action="store_true", help="print the result as JSON")
+    chat = commands.add_parser("chat", help="interactive chat")
+    chat.add_argument("--session", help="continue this session")
+    for p in (ask, chat):
+        common(p)
+        p.add_argument("--protocol", choices=["react", "native"], default="react")
+        p.add_argument("--max-steps", type=_positive, default=10)
+        p.add_argument("--lang", choices=["en", "fr", "ja"], default="en", help="prompt language")
+    serve = commands.add_parser("serve", help="HTTP API and web chat page")
+    common(serve)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=_positive, default=8000)
+    return top
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``reactchat`` command."""
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "serve":
+            return _serve(args)
+        runner = _ask if args.command == "ask" else _chat
+        return asyncio.run(runner(args, sys.stdout, sys.stderr))
+    except KeyboardInterrupt:
+        return 130
+    except (ValueError, LookupError, ImportError, RuntimeError, OSError) as exc:
+        print(f"reactchat: error: {exc}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
