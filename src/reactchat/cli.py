@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TextIO
+from typing import ClassVar, TextIO
 
 from reactchat.messages import (
     ActionEvent,
@@ -53,7 +53,14 @@ def store_url(db: str) -> str:
 class Trace:
     """Prints events as they arrive, with colour and a spinner on a terminal."""
 
-    COLOURS = {"thought": "36", "action": "33", "observation": "2", "question": "35", "answer": "32", "error": "31"}
+    COLOURS: ClassVar[dict[str, str]] = {
+        "thought": "36",
+        "action": "33",
+        "observation": "2",
+        "question": "35",
+        "answer": "32",
+        "error": "31",
+    }
 
     def __init__(self, out: TextIO, err: TextIO, quiet: bool = False) -> None:
         self.out, self.err, self.quiet = out, err, quiet

@@ -54,7 +54,6 @@ class NativeTranscript:
         self.size = sum(len(getattr(m, "content", "") or getattr(m, "text", "")) for m in self.messages)
         self.size += sum(len(t.description) + len(str(t.input_schema)) for t in tools)
         self._call_names: dict[str, str] = {}
-        self._results: dict[str, int] = {}
 
     def add_step(self, raw: str, thought: str, calls: list[tuple[str, str, Any]]) -> None:
         """Record the assistant's message: its text and its tool calls."""
@@ -69,24 +68,43 @@ class NativeTranscript:
         self.size += len(text) + sum(len(str(value)) + len(tool) for _, tool, value in calls)
 
     def add_observation(self, call_id: str, text: str) -> None:
-        """A tool result for a call, or a correction sent as a user message."""
-        name = self._call_names.get(call_id)
-        self._results[call_id] = len(self.messages)
+        """A tool result for a call, or a correction sent as a user message.
+
+        Results are kept in the order of the calls even when one arrives late (the
+        answer to an ask_user question comes after the other calls of its step).
+        """
         self.size += len(text)
+        name = self._call_names.get(call_id)
         if name is None:
             self.messages.append(UserMessage(content=text))
+            return
+        result = ToolResultMessage(call_id=call_id, name=name, content=text)
+        index = len(self.messages)
+        while index > 0 and isinstance(self.messages[index - 1], ToolResultMessage):
+            index -= 1
+        owner = self.messages[index - 1]
+        order = (
+            [p.id for p in owner.parts if isinstance(p, ToolCallPart)] if isinstance(owner, AssistantMessage) else []
+        )
+        if call_id in order:
+            position = order.index(call_id)
+            while (
+                index < len(self.messages)
+                and isinstance(self.messages[index], ToolResultMessage)
+                and order.index(self.messages[index].call_id) < position  # type: ignore[union-attr]
+            ):
+                index += 1
+            self.messages.insert(index, result)
         else:
-            self.messages.append(ToolResultMessage(call_id=call_id, name=name, content=text))
+            self.messages.append(result)
 
     def elide_oldest(self) -> bool:
         """Shorten the oldest long tool result; False if none is left."""
-        for call_id, index in self._results.items():
-            message = self.messages[index]
+        for index, message in enumerate(self.messages):
             if isinstance(message, ToolResultMessage) and len(message.content) > 200:
                 note = f"[{len(message.content)} characters elided to fit the context budget]"
                 self.messages[index] = message.model_copy(update={"content": note})
                 self.size += len(note) - len(message.content)
-                del self._results[call_id]
                 return True
         return False
 

@@ -49,7 +49,7 @@ Begin!"""
 EN_CORRECTIONS = {
     "no_label": (
         "Invalid format: your reply has no '{thought}:', '{action}:' or '{final_answer}:' line. "
-        "Reply with '{thought}: ...' followed by either '{action}: <tool name>' and "
+        "Reply with '{thought}: ...' followed by either '{action}: <one of [{tool_names}]>' and "
         "'{action_input}: <JSON object>', or '{final_answer}: <answer>'."
     ),
     "no_decision": (
@@ -122,7 +122,7 @@ Commencez !""",
         corrections={
             "no_label": (
                 "Format invalide : aucune ligne '{thought}:', '{action}:' ou '{final_answer}:'. "
-                "Répondez par '{thought}: ...' puis soit '{action}: <outil>' et "
+                "Répondez par '{thought}: ...' puis soit '{action}: <l'un de [{tool_names}]>' et "
                 "'{action_input}: <objet JSON>', soit '{final_answer}: <réponse>'."
             ),
             "no_decision": (
@@ -179,7 +179,7 @@ Commencez !""",
         corrections={
             "no_label": (
                 "形式が正しくありません：'{thought}:'、'{action}:'、'{final_answer}:' の行がありません。"
-                "'{thought}: ...' の後に '{action}: <ツール名>' と '{action_input}: <JSON>'、"
+                "'{thought}: ...' の後に '{action}: <[{tool_names}] のいずれか>' と '{action_input}: <JSON>'、"
                 "または '{final_answer}: <回答>' を書いてください。"
             ),
             "no_decision": (

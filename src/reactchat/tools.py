@@ -10,14 +10,17 @@ never shown to the model.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
+import queue
 import re
+import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar, get_type_hints, overload
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from reactchat.messages import ToolInput, ToolSpec
 
@@ -135,8 +138,6 @@ class Tool:
             if annotation is RunContext:
                 self.context_params.append(param.name)
                 continue
-            from pydantic import Field
-
             default = ... if param.default is param.empty else param.default
             fields[param.name] = (annotation, Field(default, description=arg_docs.get(param.name)))
         self.args_model: type[BaseModel] = create_model(
@@ -220,12 +221,59 @@ class Tool:
             return self.fn(**kwargs)
         # A sync tool runs in a worker thread so that a hang cannot block the agent;
         # a thread cannot be killed, so a hung call is abandoned, not stopped.
-        loop = asyncio.get_running_loop()
-        future = loop.run_in_executor(None, lambda: self.fn(**kwargs))
+        future = _in_thread(lambda: self.fn(**kwargs))
         try:
             return await asyncio.wait_for(future, self.timeout)
         except TimeoutError:
             raise ToolTimeout(f"{self.name} did not return within {self.timeout:g} s") from None
+
+
+_jobs: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.AbstractEventLoop, asyncio.Future[Any]]]
+_jobs = queue.SimpleQueue()
+_idle_lock = threading.Lock()
+_idle = 0
+
+
+def _in_thread(fn: Callable[[], Any]) -> asyncio.Future[Any]:
+    """Run ``fn`` on a daemon worker thread.
+
+    Not the event loop's default executor: ``asyncio.run`` joins that one on exit, so a
+    hung tool would hang the caller after its timeout; daemon workers are abandoned.
+    """
+    global _idle
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[Any] = loop.create_future()
+    with _idle_lock:
+        if _idle:
+            _idle -= 1
+        else:
+            threading.Thread(target=_worker, name="reactchat-tool", daemon=True).start()
+    _jobs.put((fn, loop, future))
+    return future
+
+
+def _worker() -> None:
+    global _idle
+    while True:
+        fn, loop, future = _jobs.get()
+        try:
+            value, error = fn(), None
+        except BaseException as exc:  # handed to the awaiting task, which reports it
+            value, error = None, exc
+        with contextlib.suppress(RuntimeError):  # the loop may be closed if the call was abandoned
+            loop.call_soon_threadsafe(_settle, future, value, error)
+        del fn, future, value, error
+        with _idle_lock:
+            _idle += 1
+
+
+def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
+    if future.done():
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(value)
 
 
 def _unquote(text: str) -> str:
