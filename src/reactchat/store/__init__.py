@@ -30,6 +30,10 @@ class AlreadyAnswered(RuntimeError):
 class Store(Protocol):
     """Durable, append-only storage of sessions and their events."""
 
+    #: the store's URL (``memory:``, ``sqlite:///...``, ``postgresql://...``), so other
+    #: components can open their own connection to the same database
+    url: str
+
     async def create_session(self, session_id: str | None = None) -> str:
         """Create a session (a new random id unless given) and return its id."""
         ...
@@ -52,6 +56,14 @@ class Store(Protocol):
 
     async def unlock(self, session_id: str, owner: str) -> None:
         """Release the turn lock if ``owner`` holds it."""
+        ...
+
+    async def list_sessions(self, limit: int = 100) -> list[str]:
+        """Session ids, newest first."""
+        ...
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete a session and its events; False if there was none."""
         ...
 
     async def close(self) -> None:

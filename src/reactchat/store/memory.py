@@ -13,6 +13,8 @@ class MemoryStore:
     """Keeps sessions in a dict. Turn locks are per process."""
 
     def __init__(self) -> None:
+        #: nothing else can open this store: each ``memory:`` URL is a new, private one
+        self.url = "memory:"
         self._events: dict[str, list[Event]] = {}
         self._locks: dict[str, tuple[str, float]] = {}
 
@@ -53,6 +55,15 @@ class MemoryStore:
         """Release the lock if ``owner`` holds it."""
         if self._locks.get(session_id, ("",))[0] == owner:
             del self._locks[session_id]
+
+    async def list_sessions(self, limit: int = 100) -> list[str]:
+        """Session ids, newest first."""
+        return list(reversed(self._events))[:limit]
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Forget a session and its events; False if there was none."""
+        self._locks.pop(session_id, None)
+        return self._events.pop(session_id, None) is not None
 
     async def close(self) -> None:
         """Nothing to release."""

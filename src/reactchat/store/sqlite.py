@@ -1,0 +1,254 @@
+"""``SqliteStore``: sessions and their events in one SQLite file (the default store).
+
+URL: ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (SQLAlchemy's
+convention, so ``f"sqlite:///{path}"`` works for both), ``sqlite:///:memory:`` for a
+private in-memory database. Several processes may share one file.
+
+Schema (created by ``MIGRATIONS``; other components may add tables to the same file,
+prefixed ``kb_`` for the knowledge base, and must leave these alone)::
+
+    reactchat_migrations(name TEXT PRIMARY KEY, applied_at REAL)
+    sessions(id TEXT PRIMARY KEY, created_at REAL)
+    events(session TEXT → sessions.id ON DELETE CASCADE, seq INTEGER,   -- 1, 2, 3… per session
+           turn INTEGER, step INTEGER, type TEXT, at REAL,
+           body TEXT,                       -- the event as JSON (``EVENTS.dump_json``)
+           PRIMARY KEY (session, seq))
+    session_locks(session TEXT PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER, expires REAL)
+
+Events are append-only; the state of a session is derived from them. Durability: WAL
+with ``synchronous=NORMAL``, so every committed event survives a killed process (a
+power cut may lose the last few). Each ``append`` is one committed transaction, made
+before the engine goes on. The calls are synchronous inside the async methods: they
+take well under a millisecond, less than handing them to a thread would cost.
+
+Turn locks live in ``session_locks`` with an owner and an expiry, taken inside
+``BEGIN IMMEDIATE`` so two processes cannot both win. A lock whose holder process is
+gone (same host, dead pid) is taken over at once, so a killed process does not block
+its session until the expiry.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from reactchat.messages import EVENTS, Event
+from reactchat.store import SessionNotFound
+
+#: Schema changes, applied in order, each once (simonw/llm style): append, never edit.
+MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = []
+migration = MIGRATIONS.append
+
+BUSY_TIMEOUT_MS = 10_000
+
+
+@migration
+def m001_sessions_events_locks(db: sqlite3.Connection) -> None:
+    db.execute("CREATE TABLE sessions (id TEXT PRIMARY KEY, created_at REAL NOT NULL)")
+    db.execute(
+        """CREATE TABLE events (
+            session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+            seq INTEGER NOT NULL,
+            turn INTEGER NOT NULL,
+            step INTEGER NOT NULL,
+            type TEXT NOT NULL,
+            at REAL NOT NULL,
+            body TEXT NOT NULL,
+            PRIMARY KEY (session, seq)
+        ) WITHOUT ROWID"""
+    )
+    db.execute(
+        """CREATE TABLE session_locks (
+            session TEXT PRIMARY KEY,
+            owner TEXT NOT NULL,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            expires REAL NOT NULL
+        )"""
+    )
+    db.execute("CREATE INDEX sessions_created ON sessions(created_at)")
+
+
+class SqliteStore:
+    """Sessions and events in a SQLite file. Opened on first use; ``close()`` releases it."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = str(path)
+        #: the URL of this database, for components that open their own connection to it
+        self.url = f"sqlite:///{self.path}"
+        self._db: sqlite3.Connection | None = None
+        self._host = socket.gethostname()
+        self._pid = os.getpid()
+
+    # ------------------------------------------------------------------ connection
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The connection, opened (and the schema migrated) on first use."""
+        if self._db is None:
+            self._db = self._open()
+        return self._db
+
+    def _open(self) -> sqlite3.Connection:
+        if self.path != ":memory:":
+            parent = Path(self.path).parent
+            if not parent.is_dir():
+                raise FileNotFoundError(f"cannot open {self.path}: directory {parent} does not exist")
+        # isolation_level=None: autocommit, transactions only where we BEGIN them
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            db.execute("PRAGMA foreign_keys = ON")
+            migrate(db)
+        except sqlite3.DatabaseError as exc:
+            db.close()
+            raise sqlite3.DatabaseError(f"cannot use {self.path} as a reactchat database: {exc}") from exc
+        return db
+
+    async def close(self) -> None:
+        """Close the connection (it reopens on next use)."""
+        if self._db is not None:
+            self._db.close()
+            self._db = None
+
+    # ------------------------------------------------------------------ sessions
+
+    async def create_session(self, session_id: str | None = None) -> str:
+        """Create a session (a random id unless given) and return its id."""
+        session_id = session_id or uuid.uuid4().hex
+        self.db.execute("INSERT OR IGNORE INTO sessions (id, created_at) VALUES (?, ?)", (session_id, time.time()))
+        return session_id
+
+    async def exists(self, session_id: str) -> bool:
+        """Whether the session exists."""
+        return self.db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
+
+    async def list_sessions(self, limit: int = 100) -> list[str]:
+        """Session ids, newest first."""
+        rows = self.db.execute("SELECT id FROM sessions ORDER BY created_at DESC, id LIMIT ?", (limit,))
+        return [row[0] for row in rows]
+
+    async def delete_session(self, session_id: str) -> bool:
+        """Delete a session and all its events; False if there was none."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("DELETE FROM session_locks WHERE session = ?", (session_id,))
+            deleted = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount
+            db.execute("COMMIT")
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        return deleted > 0
+
+    # ------------------------------------------------------------------ events
+
+    async def events(self, session_id: str) -> list[Event]:
+        """Every event of the session, in order. Raises ``SessionNotFound``."""
+        rows = self.db.execute("SELECT body FROM events WHERE session = ? ORDER BY seq", (session_id,)).fetchall()
+        if not rows and not await self.exists(session_id):
+            raise SessionNotFound(session_id)
+        return [EVENTS.validate_json(body) for (body,) in rows]
+
+    async def append(self, event: Event) -> None:
+        """Commit one event; it is durable when this returns."""
+        try:
+            # one statement, so the next seq is computed under the write lock
+            self.db.execute(
+                """INSERT INTO events (session, seq, turn, step, type, at, body)
+                   VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session = ?1), ?2, ?3, ?4, ?5, ?6)""",
+                (event.session, event.turn, event.step, event.type, event.at, EVENTS.dump_json(event).decode()),
+            )
+        except sqlite3.IntegrityError as exc:
+            if "FOREIGN KEY" in str(exc):
+                raise SessionNotFound(event.session) from None
+            raise
+
+    # ------------------------------------------------------------------ turn locks
+
+    async def try_lock(self, session_id: str, owner: str, ttl: float) -> bool:
+        """Take the turn lock unless another owner holds a live one (expiry not passed, process alive)."""
+        db = self.db
+        now = time.time()
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            row = db.execute("SELECT owner, host, pid, expires FROM session_locks WHERE session = ?", (session_id,))
+            holder = row.fetchone()
+            if holder is not None and holder[0] != owner and holder[3] > now and self._alive(holder[1], holder[2]):
+                db.execute("ROLLBACK")
+                return False
+            db.execute(
+                "INSERT OR REPLACE INTO session_locks (session, owner, host, pid, expires) VALUES (?, ?, ?, ?, ?)",
+                (session_id, owner, self._host, self._pid, now + ttl),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            raise
+        return True
+
+    async def unlock(self, session_id: str, owner: str) -> None:
+        """Release the turn lock if ``owner`` holds it."""
+        self.db.execute("DELETE FROM session_locks WHERE session = ? AND owner = ?", (session_id, owner))
+
+    def _alive(self, host: str, pid: int) -> bool:
+        """Whether the process holding a lock may still run (only pids on this host can be checked)."""
+        return host != self._host or pid_alive(pid)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists and is not a zombie."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            # the state letter follows the command name, which is in parentheses
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Apply the migrations this database has not seen, under one write lock."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        db.execute("CREATE TABLE IF NOT EXISTS reactchat_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
+        done = {row[0] for row in db.execute("SELECT name FROM reactchat_migrations")}
+        for step in MIGRATIONS:
+            if step.__name__ not in done:
+                step(db)
+                db.execute(
+                    "INSERT INTO reactchat_migrations (name, applied_at) VALUES (?, ?)", (step.__name__, time.time())
+                )
+        db.execute("COMMIT")
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+
+
+def path_from_url(url: str) -> str:
+    """The file path of a ``sqlite:///path`` URL."""
+    if not url.startswith("sqlite:///"):
+        raise ValueError(f"bad SQLite URL {url!r}: use 'sqlite:///relative.db' or 'sqlite:////absolute/path.db'")
+    path = url[len("sqlite:///") :].split("?", 1)[0]
+    if not path:
+        raise ValueError(f"bad SQLite URL {url!r}: no file path")
+    return path
+
+
+def from_url(url: str) -> SqliteStore:
+    """``sqlite:///path.db`` → a ``SqliteStore`` (nothing is opened yet)."""
+    return SqliteStore(path_from_url(url))
