@@ -1,0 +1,219 @@
+"""What the HTTP provider adapters (``openai``, ``anthropic``) share: retries and errors.
+
+Both official SDKs raise exceptions with the same shape (``APIStatusError`` with
+``status_code``, ``body`` and ``response``; ``APIConnectionError``; ``APITimeoutError``),
+so one classifier turns them into ``ModelError`` messages that say what to fix. The
+SDKs' own retries are turned off: ``call_with_retries`` retries 429, 5xx, timeouts and
+dropped connections a bounded number of times with exponential backoff (honouring a
+short ``Retry-After``), and never other 4xx errors, which a retry cannot fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from reactchat.messages import ToolInput
+from reactchat.models._base import ContextTooLong, ModelError
+
+T = TypeVar("T")
+
+#: phrases servers use for "the prompt does not fit the context window"
+#: (OpenAI, vLLM, llama.cpp's server, llama-cpp-python, Anthropic, LM Studio)
+_CONTEXT_PHRASES = (
+    "context_length_exceeded",
+    "maximum context length",
+    "context window",
+    "context length",
+    "exceed_context_size",
+    "exceeds the available context",
+    "prompt is too long",
+    "too many tokens",
+    "input is too long",
+)
+
+
+class RetryableError(ModelError):
+    """A failure that may pass if the same request is sent again (429, 5xx, timeout)."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Who is being called, for error messages."""
+
+    provider: str  # "OpenAI", "Anthropic"
+    model: str
+    base_url: str
+    key_env: str  # OPENAI_API_KEY
+    extra: str  # "openai": pip install 'reactchat[openai]'
+
+
+def classify(exc: Exception, where: Endpoint) -> ModelError:
+    """The ``ModelError`` for an SDK exception; a ``RetryableError`` when a retry may help."""
+    if isinstance(exc, ModelError):
+        return exc
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    status = getattr(exc, "status_code", None)
+    if isinstance(status, int):
+        return _status_error(status, server_message(exc), _retry_after(exc), where)
+    if "APITimeoutError" in names or isinstance(exc, TimeoutError):
+        return RetryableError(f"{where.provider} request to {where.base_url} timed out (model {where.model!r})")
+    if "APIConnectionError" in names:
+        cause = exc.__cause__ or exc.__context__
+        detail = f": {cause}" if cause else ""
+        return RetryableError(
+            f"cannot reach {where.provider} at {where.base_url}{detail}. Is the server running and the URL right?"
+        )
+    return ModelError(f"{where.provider} call failed: {type(exc).__name__}: {exc}")
+
+
+def _status_error(status: int, message: str, retry_after: float | None, where: Endpoint) -> ModelError:
+    said = f": {message}" if message else ""
+    lowered = message.casefold()
+    if status == 413 or (status in (400, 422) and any(p in lowered for p in _CONTEXT_PHRASES)):
+        return ContextTooLong(f"the request is too long for {where.model!r} ({status}){said}")
+    if status == 401:
+        return ModelError(
+            f"{where.provider} rejected the API key (401){said}. Set {where.key_env} to a valid key "
+            f"for {where.base_url}."
+        )
+    if status == 403:
+        return ModelError(f"{where.provider} refused access to {where.model!r} (403){said}")
+    if status == 404:
+        return ModelError(
+            f"{where.provider} has no model {where.model!r} at {where.base_url} (404){said}. Check the model "
+            f"name in '{where.extra}:MODEL' and the base URL."
+        )
+    if status == 429:
+        if "insufficient_quota" in lowered or "exceeded your current quota" in lowered:
+            return ModelError(f"{where.provider} account is out of quota (429){said}")
+        return RetryableError(f"{where.provider} rate limit (429){said}", retry_after)
+    if status == 408 or status >= 500:
+        return RetryableError(f"{where.provider} server error ({status}){said}", retry_after)
+    return ModelError(f"{where.provider} rejected the request ({status}){said}")
+
+
+def server_message(exc: Exception) -> str:
+    """The error message the server sent, from the SDK exception's body."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            parts = [str(error[k]) for k in ("message", "code", "type") if error.get(k)]
+            if parts:
+                return " ".join(dict.fromkeys(parts))
+        elif isinstance(error, str):
+            return error
+        detail = body.get("detail")
+        if detail:
+            return str(detail)
+    if isinstance(body, str) and body.strip():
+        return body.strip()[:500]
+    return str(getattr(exc, "message", "") or "")
+
+
+def _retry_after(exc: Exception) -> float | None:
+    response = getattr(exc, "response", None)
+    headers = getattr(response, "headers", None)
+    if headers is None:
+        return None
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return float(value) * scale
+        except ValueError:
+            return None  # an HTTP date: fall back to our own backoff
+    return None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries: ``retries`` more attempts, waiting ``backoff * 2**n`` (with jitter)."""
+
+    retries: int = 3
+    backoff: float = 0.5
+    #: never wait longer than this between attempts, whatever ``Retry-After`` says
+    max_wait: float = 20.0
+
+    def wait(self, attempt: int, retry_after: float | None) -> float:
+        """Seconds to wait before retry number ``attempt`` (0-based)."""
+        if retry_after is not None and retry_after >= 0:
+            return min(float(retry_after), self.max_wait)
+        return min(self.backoff * 2.0**attempt * (1 + random.random() / 4), self.max_wait)
+
+
+async def call_with_retries(call: Callable[[], Awaitable[T]], where: Endpoint, policy: RetryPolicy) -> T:
+    """Await ``call()``; retry it while it fails with a ``RetryableError``, then raise a ``ModelError``."""
+    attempt = 0
+    while True:
+        try:
+            return await call()
+        except Exception as exc:
+            error = classify(exc, where)
+            if not isinstance(error, RetryableError) or attempt >= policy.retries:
+                if isinstance(error, RetryableError) and attempt:
+                    error = ModelError(f"{error} (gave up after {attempt + 1} attempts)")
+                raise error from exc
+            await asyncio.sleep(policy.wait(attempt, error.retry_after))
+            attempt += 1
+
+
+def parse_arguments(raw: str) -> ToolInput:
+    """Tool-call arguments as a dict, or the raw string when they are not a JSON object."""
+    if not raw.strip():
+        return {}
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+    return value if isinstance(value, dict) else raw
+
+
+DeltaCallback = Callable[[str], Any]
+
+
+async def emit_delta(on_delta: DeltaCallback | None, text: str) -> None:
+    """Pass a streamed text delta to a sync or async callback."""
+    if on_delta is None or not text:
+        return
+    result = on_delta(text)
+    if inspect.isawaitable(result):
+        await result
+
+
+def spec_options(rest: str) -> tuple[str, dict[str, str]]:
+    """``MODEL?key=value&key=value`` → the model name and its options (for ``--model``)."""
+    model, _, query = rest.partition("?")
+    options: dict[str, str] = {}
+    for item in filter(None, query.split("&")):
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"model option {item!r} needs a value: use MODEL?{item}=VALUE")
+        options[key.strip()] = value.strip()
+    return model.strip(), options
+
+
+def option_value(options: dict[str, str], key: str, kind: type[Any]) -> Any:
+    """One option converted to ``kind`` (int, float, bool, str), or a clear ``ValueError``."""
+    raw = options.pop(key)
+    if kind is bool:
+        if raw.casefold() in ("1", "true", "yes", "on"):
+            return True
+        if raw.casefold() in ("0", "false", "no", "off"):
+            return False
+        raise ValueError(f"model option {key}={raw!r} must be true or false")
+    try:
+        return kind(raw)
+    except ValueError:
+        raise ValueError(f"model option {key}={raw!r} must be a {kind.__name__}") from None

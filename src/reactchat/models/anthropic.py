@@ -1,0 +1,339 @@
+"""``AnthropicModel``: Claude through the official ``anthropic`` SDK (Messages API).
+
+``model="anthropic:claude-sonnet-4-5"`` with ``ANTHROPIC_API_KEY`` (or
+``ANTHROPIC_AUTH_TOKEN``); ``ANTHROPIC_BASE_URL`` / ``base_url=`` for a proxy. Options
+can ride in the spec: ``anthropic:MODEL?max_tokens=1024&stream=false``.
+
+* **Text ReAct** uses Anthropic's native assistant prefill: the scratchpad is the final
+  assistant message and Claude continues it after ``Thought:``. The API rejects a
+  prefill that ends in whitespace, so it is sent right-stripped (the reply then starts
+  with the space). Models that refuse prefill get the scratchpad appended to the last
+  user message instead (``prefill="auto"`` switches once, on the first such refusal).
+* **Native tools**: ``tool_use`` blocks out, ``tool_result`` blocks back — all results
+  of one step in a single user message, in the order of the calls. Streamed tool input
+  that is not valid JSON stays the raw string so the engine can tell the model.
+* **Streaming** (default) assembles the stream events; text deltas go to ``on_delta``.
+* **Errors**: as for the OpenAI adapter (``_http``): 429, 529 overloaded, 5xx and
+  timeouts are retried with backoff; a prompt that is too long raises ``ContextTooLong``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any, Literal
+
+from reactchat.messages import (
+    AssistantMessage,
+    Message,
+    Reply,
+    Request,
+    StopReason,
+    SystemMessage,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from reactchat.models._base import ModelError
+from reactchat.models._http import (
+    DeltaCallback,
+    Endpoint,
+    RetryPolicy,
+    call_with_retries,
+    emit_delta,
+    option_value,
+    parse_arguments,
+    server_message,
+    spec_options,
+)
+from reactchat.models._http_prefill import continuation, cut_at_stop, prefill_as_user, split_prefill
+
+_INSTALL_HINT = "pip install 'reactchat[anthropic]'"
+_ANTHROPIC_URL = "https://api.anthropic.com"
+_STOP: dict[str, StopReason] = {
+    "end_turn": "end",
+    "stop_sequence": "stop_sequence",
+    "max_tokens": "max_tokens",
+    "tool_use": "tool_use",
+    "pause_turn": "end",
+    "refusal": "error",
+    "model_context_window_exceeded": "max_tokens",
+}
+Prefill = Literal["auto", "assistant", "user"]
+
+
+def _sdk() -> Any:
+    try:
+        import anthropic
+    except ImportError as exc:
+        raise ImportError(f"the anthropic: models need the anthropic SDK: {_INSTALL_HINT}") from exc
+    return anthropic
+
+
+class AnthropicModel:
+    """A Claude model behind the Anthropic Messages API."""
+
+    supports_tools = True
+    supports_grammar = False
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        prefill: Prefill = "auto",
+        stream: bool = True,
+        on_delta: DeltaCallback | None = None,
+        max_tokens: int = 4096,
+        temperature: float | None = None,
+        context_tokens: int | None = None,
+        timeout: float = 120.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+        http_client: Any = None,
+    ) -> None:
+        if not model:
+            raise ValueError("anthropic models need a model name: 'anthropic:claude-sonnet-4-5'")
+        if prefill not in ("auto", "assistant", "user"):
+            raise ValueError(f"prefill must be 'auto', 'assistant' or 'user', not {prefill!r}")
+        _sdk()
+        self.model = model
+        self.name = f"anthropic:{model}"
+        self.base_url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or _ANTHROPIC_URL).rstrip("/")
+        key = api_key or os.environ.get("ANTHROPIC_API_KEY") or None
+        self._auth_token = None if key else os.environ.get("ANTHROPIC_AUTH_TOKEN") or None
+        if not key and not self._auth_token:
+            if self.base_url == _ANTHROPIC_URL:
+                raise ModelError("Anthropic needs an API key: set ANTHROPIC_API_KEY")
+            key = "not-needed"  # a proxy may hold the key itself
+        self._api_key = key
+        self.prefill: Prefill = prefill
+        self.stream = stream
+        self.on_delta = on_delta
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.context_tokens = context_tokens
+        self.timeout = timeout
+        self.policy = RetryPolicy(retries=retries, backoff=backoff)
+        self._http_client = http_client
+        self._endpoint = Endpoint("Anthropic", model, self.base_url, "ANTHROPIC_API_KEY", "anthropic")
+        self._client: Any = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    def _get_client(self) -> Any:
+        loop = asyncio.get_running_loop()  # one client per event loop (Agent.run makes a loop per call)
+        if self._client is None or (self._client_loop is not loop and self._http_client is None):
+            self._client = _sdk().AsyncAnthropic(
+                api_key=self._api_key,
+                auth_token=self._auth_token,
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=0,
+                http_client=self._http_client,
+            )
+            self._client_loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections of the current client."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def complete(self, request: Request) -> Reply:
+        """Send one request (streaming by default) and read the reply."""
+        messages, scratchpad = split_prefill(request.messages)
+        try:
+            reply = await self._complete(request, messages, scratchpad)
+        except ModelError as error:
+            if scratchpad is None or self.prefill != "auto" or "prefill" not in str(error).casefold():
+                raise
+            self.prefill = "user"  # this model refuses assistant prefill: remember it
+            reply = await self._complete(request, messages, scratchpad)
+        if scratchpad is None:
+            return reply
+        text, cut = cut_at_stop(continuation(reply.text, scratchpad), request.stop)
+        stop_reason: StopReason = "stop_sequence" if cut else reply.stop_reason
+        return Reply(parts=[TextPart(text=text)], stop_reason=stop_reason, usage=reply.usage)
+
+    async def _complete(self, request: Request, messages: list[Message], scratchpad: str | None) -> Reply:
+        prefill: str | None = None
+        if scratchpad is not None:
+            if self.prefill == "user":
+                messages = prefill_as_user(messages, scratchpad)
+            else:
+                prefill = scratchpad.rstrip()  # the API rejects a prefill ending in whitespace
+        params = self._params(request, messages, prefill)
+        return await call_with_retries(lambda: self._call(params), self._endpoint, self.policy)
+
+    def _params(self, request: Request, messages: list[Message], prefill: str | None) -> dict[str, Any]:
+        system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
+        chat = _messages([m for m in messages if not isinstance(m, SystemMessage)], tools=bool(request.tools))
+        if prefill:
+            chat.append({"role": "assistant", "content": prefill})
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": request.max_tokens or self.max_tokens,
+            "messages": chat,
+        }
+        if system:
+            params["system"] = system
+        if request.tools:
+            params["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema} for t in request.tools
+            ]
+        if request.stop:
+            params["stop_sequences"] = request.stop
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        return params
+
+    async def _call(self, params: dict[str, Any]) -> Reply:
+        client = self._get_client()
+        if not self.stream:
+            return _reply(await client.messages.create(**params))
+        return await self._streamed(await client.messages.create(**params, stream=True))
+
+    async def _streamed(self, stream: Any) -> Reply:
+        """Assemble the stream's events into a reply, passing text deltas on as they come."""
+        blocks: dict[int, dict[str, Any]] = {}
+        stop: str | None = None
+        usage = Usage()
+        shown = 0
+        try:
+            async for event in stream:
+                kind = event.type
+                if kind == "message_start":
+                    usage = _usage(event.message.usage)
+                elif kind == "content_block_start":
+                    block = event.content_block
+                    blocks[event.index] = {
+                        "type": block.type,
+                        "text": "",
+                        "id": getattr(block, "id", ""),
+                        "name": getattr(block, "name", ""),
+                        "json": "",
+                    }
+                elif kind == "content_block_delta":
+                    slot = blocks.setdefault(event.index, {"type": "text", "text": "", "json": ""})
+                    delta = event.delta
+                    if delta.type == "text_delta":
+                        slot["text"] += delta.text
+                        shown += len(delta.text)
+                        await emit_delta(self.on_delta, delta.text)
+                    elif delta.type == "input_json_delta":
+                        slot["json"] += delta.partial_json
+                elif kind == "message_delta":
+                    stop = event.delta.stop_reason or stop
+                    usage = usage.model_copy(update={"output_tokens": event.usage.output_tokens or 0})
+        except Exception as exc:
+            if shown:  # the caller has seen deltas: a retry would show them twice
+                raise ModelError(f"the stream broke after {shown} characters: {server_message(exc) or exc}") from exc
+            raise
+        finally:
+            await stream.close()
+        parts: list[TextPart | ToolCallPart] = []
+        for index in sorted(blocks):
+            slot = blocks[index]
+            if slot["type"] == "text" and slot["text"]:
+                parts.append(TextPart(text=slot["text"]))
+            elif slot["type"] == "tool_use":
+                parts.append(ToolCallPart(id=slot["id"], name=slot["name"], input=parse_arguments(slot["json"])))
+        return Reply(parts=parts, stop_reason=_STOP.get(stop or "end_turn", "end"), usage=usage)
+
+
+def _messages(messages: list[Message], tools: bool) -> list[dict[str, Any]]:
+    """Chat messages as Anthropic content blocks, consecutive same-role messages merged.
+
+    Without ``tools`` in the request the API refuses ``tool_use``/``tool_result`` blocks
+    (the final best-effort call), so earlier calls are then written out as text.
+    """
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        role = "assistant" if isinstance(message, AssistantMessage) else "user"
+        blocks = _blocks(message, tools)
+        if not blocks:
+            continue  # the API refuses empty messages
+        if out and out[-1]["role"] == role:
+            out[-1]["content"].extend(blocks)
+        else:
+            out.append({"role": role, "content": blocks})
+    return out
+
+
+def _blocks(message: Message, tools: bool) -> list[dict[str, Any]]:
+    if isinstance(message, UserMessage):
+        return [{"type": "text", "text": message.content}] if message.content else []
+    if isinstance(message, ToolResultMessage):
+        if not tools:
+            return [{"type": "text", "text": f"[{message.name} returned] {message.content}"}]
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.call_id, "content": message.content}
+        if message.is_error:
+            block["is_error"] = True
+        return [block]
+    assert isinstance(message, AssistantMessage)
+    blocks: list[dict[str, Any]] = []
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            if part.text.strip():
+                blocks.append({"type": "text", "text": part.text})
+        elif tools:
+            value = part.input if isinstance(part.input, dict) else _as_object(part.input)
+            blocks.append({"type": "tool_use", "id": part.id, "name": part.name, "input": value})
+        else:
+            blocks.append({"type": "text", "text": f"[called {part.name} with {json.dumps(part.input)}]"})
+    return blocks
+
+
+def _as_object(raw: str) -> dict[str, Any]:
+    # tool_use input must be an object; keep the model's broken arguments visible to it
+    return {"invalid_json_arguments": raw}
+
+
+def _usage(usage: Any) -> Usage:
+    fresh = getattr(usage, "input_tokens", 0) or 0
+    read = getattr(usage, "cache_read_input_tokens", 0) or 0
+    written = getattr(usage, "cache_creation_input_tokens", 0) or 0
+    return Usage(
+        input_tokens=fresh + read + written,
+        output_tokens=getattr(usage, "output_tokens", 0) or 0,
+        evaluated_tokens=fresh + written if read else None,
+    )
+
+
+def _reply(message: Any) -> Reply:
+    parts: list[TextPart | ToolCallPart] = []
+    for block in message.content:
+        if block.type == "text" and block.text:
+            parts.append(TextPart(text=block.text))
+        elif block.type == "tool_use":
+            value = block.input if isinstance(block.input, dict) else parse_arguments(str(block.input))
+            parts.append(ToolCallPart(id=block.id, name=block.name, input=value))
+    return Reply(
+        parts=parts, stop_reason=_STOP.get(message.stop_reason or "end_turn", "end"), usage=_usage(message.usage)
+    )
+
+
+_OPTIONS: dict[str, type[Any]] = {
+    "max_tokens": int,
+    "temperature": float,
+    "context_tokens": int,
+    "timeout": float,
+    "retries": int,
+    "stream": bool,
+    "prefill": str,
+    "base_url": str,
+}
+
+
+def from_spec(rest: str) -> AnthropicModel:
+    """``anthropic:MODEL`` or ``anthropic:MODEL?max_tokens=1024&stream=false``."""
+    model, options = spec_options(rest)
+    kwargs = {key: option_value(options, key, kind) for key, kind in _OPTIONS.items() if key in options}
+    if options:
+        raise ValueError(f"unknown model option(s) {sorted(options)}: use {', '.join(_OPTIONS)}")
+    return AnthropicModel(model, **kwargs)

@@ -1,0 +1,351 @@
+"""``OpenAIModel``: any OpenAI-compatible chat completions server, through the official SDK.
+
+``model="openai:gpt-4o-mini"`` calls OpenAI with ``OPENAI_API_KEY``; with
+``OPENAI_BASE_URL`` (or ``base_url=``) the same adapter talks to vLLM, Ollama,
+llama.cpp's server, llama-cpp-python's server or LM Studio, which need no key (a
+placeholder is sent). Options can ride in the spec: ``openai:MODEL?max_tokens=256&prefill=assistant``.
+
+* **Both protocols.** Native tool calls map to ``tools`` / ``tool_calls`` / role
+  ``tool`` messages (results in call order, parallel calls included; arguments that
+  are not valid JSON stay the raw string so the engine can tell the model). For text
+  ReAct the scratchpad goes at the end of the last user message (``prefill="user"``,
+  works everywhere) or as a final assistant message (``prefill="assistant"``, for
+  servers that continue it: llama.cpp's server, Ollama, vLLM with
+  ``extra_body={"continue_final_message": True, "add_generation_prompt": False}``).
+* **Streaming** (default): text deltas go to ``on_delta`` as they arrive; usage comes
+  from the final chunk (``stream_options={"include_usage": True}``).
+* **Errors** become ``ModelError`` messages that say what to fix; 429, 5xx, timeouts
+  and dropped connections are retried with backoff; a prompt that does not fit raises
+  ``ContextTooLong``. A parameter the server rejects as unsupported (``stop`` on some
+  reasoning models, ``max_tokens`` where ``max_completion_tokens`` is wanted,
+  ``stream_options`` on old servers) is dropped or renamed once and remembered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from typing import Any, Literal
+
+from reactchat.messages import (
+    AssistantMessage,
+    Message,
+    Reply,
+    Request,
+    StopReason,
+    SystemMessage,
+    TextPart,
+    ToolCallPart,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+)
+from reactchat.models._base import ModelError
+from reactchat.models._http import (
+    DeltaCallback,
+    Endpoint,
+    RetryPolicy,
+    call_with_retries,
+    emit_delta,
+    option_value,
+    parse_arguments,
+    server_message,
+    spec_options,
+)
+from reactchat.models._http_prefill import continuation, cut_at_stop, prefill_as_user, split_prefill
+
+_INSTALL_HINT = "pip install 'reactchat[openai]'"
+_OPENAI_URL = "https://api.openai.com/v1"
+_FINISH: dict[str, StopReason] = {
+    "stop": "end",
+    "length": "max_tokens",
+    "tool_calls": "tool_use",
+    "function_call": "tool_use",
+    "content_filter": "error",
+}
+_UNSUPPORTED = re.compile(r"unsupported (?:parameter|value)|not supported|unrecognized|unexpected keyword", re.I)
+#: parameters the adapter may drop (or rename) when a server says it does not support them
+_OPTIONAL = ("stream_options", "stop", "max_tokens", "parallel_tool_calls")
+
+
+def _sdk() -> Any:
+    try:
+        import openai
+    except ImportError as exc:
+        raise ImportError(f"the openai: models need the openai SDK: {_INSTALL_HINT}") from exc
+    return openai
+
+
+class OpenAIModel:
+    """A chat model behind an OpenAI-compatible ``/chat/completions`` endpoint."""
+
+    supports_tools = True
+    supports_grammar = False
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        prefill: Literal["user", "assistant"] = "user",
+        stream: bool = True,
+        on_delta: DeltaCallback | None = None,
+        max_tokens: int | None = None,
+        temperature: float | None = None,
+        context_tokens: int | None = None,
+        timeout: float = 120.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+        extra_body: dict[str, Any] | None = None,
+        http_client: Any = None,
+    ) -> None:
+        if not model:
+            raise ValueError("openai models need a model name: 'openai:gpt-4o-mini'")
+        if prefill not in ("user", "assistant"):
+            raise ValueError(f"prefill must be 'user' or 'assistant', not {prefill!r}")
+        _sdk()  # fail now, with the install hint, rather than on the first call
+        self.model = model
+        self.name = f"openai:{model}"
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or _OPENAI_URL).rstrip("/")
+        key = api_key or os.environ.get("OPENAI_API_KEY")
+        if not key:
+            if self.base_url == _OPENAI_URL:
+                raise ModelError(
+                    "OpenAI needs an API key: set OPENAI_API_KEY (or OPENAI_BASE_URL for a local "
+                    "OpenAI-compatible server such as vLLM, Ollama or llama.cpp's server)"
+                )
+            key = "not-needed"  # local servers ignore it, but the SDK insists on one
+        self._api_key = key
+        self.prefill = prefill
+        self.stream = stream
+        self.on_delta = on_delta
+        self.max_tokens = max_tokens
+        self.temperature = temperature
+        self.context_tokens = context_tokens
+        self.timeout = timeout
+        self.policy = RetryPolicy(retries=retries, backoff=backoff)
+        self.extra_body = extra_body
+        self._http_client = http_client
+        self._endpoint = Endpoint("OpenAI-compatible server", model, self.base_url, "OPENAI_API_KEY", "openai")
+        self._client: Any = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        #: parameters this server rejected, with what replaces them ("" = drop)
+        self._rejected: dict[str, str] = {}
+
+    def _get_client(self) -> Any:
+        # an SDK client's connection pool belongs to one event loop; Agent.run starts a
+        # new loop per call, so keep one client per loop
+        loop = asyncio.get_running_loop()
+        if self._client is None or (self._client_loop is not loop and self._http_client is None):
+            self._client = _sdk().AsyncOpenAI(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=0,  # ours: bounded, with errors that say what to fix
+                http_client=self._http_client,
+            )
+            self._client_loop = loop
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the HTTP connections of the current client."""
+        if self._client is not None:
+            await self._client.close()
+            self._client = None
+
+    async def complete(self, request: Request) -> Reply:
+        """Send one request (streaming by default) and read the reply."""
+        messages, scratchpad = split_prefill(request.messages)
+        if scratchpad is not None:
+            if self.prefill == "assistant":
+                messages.append(AssistantMessage(parts=[TextPart(text=scratchpad)]))
+            else:
+                messages = prefill_as_user(messages, scratchpad)
+        params = self._params(request, messages)
+        reply = await call_with_retries(lambda: self._call(params), self._endpoint, self.policy)
+        if scratchpad is None:
+            return reply
+        text, cut = cut_at_stop(continuation(reply.text, scratchpad), request.stop)
+        stop_reason: StopReason = "stop_sequence" if cut else reply.stop_reason
+        return Reply(parts=[TextPart(text=text)], stop_reason=stop_reason, usage=reply.usage)
+
+    def _params(self, request: Request, messages: list[Message]) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self.model, "messages": [_message(m) for m in messages]}
+        if request.tools:
+            params["tools"] = [
+                {
+                    "type": "function",
+                    "function": {"name": t.name, "description": t.description, "parameters": t.input_schema},
+                }
+                for t in request.tools
+            ]
+        if request.stop:
+            params["stop"] = request.stop[:4]  # OpenAI accepts at most four
+        max_tokens = request.max_tokens or self.max_tokens
+        if max_tokens:
+            params["max_tokens"] = max_tokens
+        if self.temperature is not None:
+            params["temperature"] = self.temperature
+        if self.stream:
+            params["stream"] = True
+            params["stream_options"] = {"include_usage": True}
+        if self.extra_body:
+            params["extra_body"] = self.extra_body
+        return params
+
+    async def _call(self, params: dict[str, Any]) -> Reply:
+        sent = dict(params)
+        for name, replacement in self._rejected.items():
+            value = sent.pop(name, None)
+            if replacement and value is not None:
+                sent[replacement] = value
+        try:
+            if sent.get("stream"):
+                return await self._streamed(sent)
+            response = await self._get_client().chat.completions.create(**sent)
+        except _sdk().BadRequestError as exc:
+            if self._learn_rejection(exc, sent):
+                return await self._call(params)
+            raise
+        return _reply(response)
+
+    def _learn_rejection(self, exc: Exception, sent: dict[str, Any]) -> bool:
+        """Remember a parameter the server says it does not support; True to try again."""
+        message = server_message(exc)
+        if not _UNSUPPORTED.search(message):
+            return False
+        for name in _OPTIONAL:
+            if name in sent and name in message and name not in self._rejected:
+                wanted = "max_completion_tokens" if name == "max_tokens" and "max_completion_tokens" in message else ""
+                self._rejected[name] = wanted
+                return True
+        return False
+
+    async def _streamed(self, params: dict[str, Any]) -> Reply:
+        stream = await self._get_client().chat.completions.create(**params)
+        text: list[str] = []
+        calls: dict[int, dict[str, str]] = {}
+        finish: str | None = None
+        usage: Usage | None = None
+        try:
+            async for chunk in stream:
+                usage = self._chunk(chunk, text, calls) or usage
+                finish = next((c.finish_reason for c in chunk.choices or [] if c.finish_reason), finish)
+                if chunk.choices and chunk.choices[0].delta is not None and chunk.choices[0].delta.content:
+                    await emit_delta(self.on_delta, chunk.choices[0].delta.content)
+        except Exception as exc:
+            if text:  # the caller has seen deltas: a retry would show them twice
+                raise ModelError(f"the stream broke after {len(''.join(text))} characters: {exc}") from exc
+            raise
+        finally:
+            await stream.close()
+        parts: list[TextPart | ToolCallPart] = [TextPart(text="".join(text))] if text else []
+        for index in sorted(calls):
+            slot = calls[index]
+            call_id = slot["id"] or f"call_{index}"
+            parts.append(ToolCallPart(id=call_id, name=slot["name"], input=parse_arguments(slot["arguments"])))
+        return Reply(parts=parts, stop_reason=_stop_reason(finish, bool(calls)), usage=usage)
+
+    @staticmethod
+    def _chunk(chunk: Any, text: list[str], calls: dict[int, dict[str, str]]) -> Usage | None:
+        """Fold one streamed chunk into the text and tool calls so far; its usage, if any."""
+        for choice in chunk.choices or []:
+            delta = choice.delta
+            if delta is None:
+                continue
+            if delta.content:
+                text.append(delta.content)
+            for call in delta.tool_calls or []:
+                slot = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
+                slot["id"] = call.id or slot["id"]
+                if call.function is not None:
+                    slot["name"] += call.function.name or ""
+                    slot["arguments"] += call.function.arguments or ""
+        return _usage(chunk.usage) if getattr(chunk, "usage", None) else None
+
+
+def _message(message: Message) -> dict[str, Any]:
+    if isinstance(message, SystemMessage):
+        return {"role": "system", "content": message.content}
+    if isinstance(message, UserMessage):
+        return {"role": "user", "content": message.content}
+    if isinstance(message, ToolResultMessage):
+        return {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
+    calls = [
+        {
+            "id": p.id,
+            "type": "function",
+            "function": {"name": p.name, "arguments": p.input if isinstance(p.input, str) else json.dumps(p.input)},
+        }
+        for p in message.parts
+        if isinstance(p, ToolCallPart)
+    ]
+    out: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    if calls:
+        out["tool_calls"] = calls
+    elif out["content"] is None:
+        out["content"] = ""
+    return out
+
+
+def _usage(usage: Any) -> Usage | None:
+    if usage is None:
+        return None
+    prompt = getattr(usage, "prompt_tokens", 0) or 0
+    details = getattr(usage, "prompt_tokens_details", None)
+    cached = getattr(details, "cached_tokens", None) if details is not None else None
+    return Usage(
+        input_tokens=prompt,
+        output_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        evaluated_tokens=prompt - cached if cached else None,
+    )
+
+
+def _stop_reason(finish: str | None, has_calls: bool) -> StopReason:
+    if has_calls:
+        return "tool_use"  # some servers (Ollama) say "stop" after tool calls
+    return _FINISH.get(finish or "stop", "end")
+
+
+def _reply(response: Any) -> Reply:
+    if not response.choices:
+        raise ModelError(f"the server returned no choices: {str(response)[:300]}")
+    choice = response.choices[0]
+    message = choice.message
+    parts: list[TextPart | ToolCallPart] = []
+    if message.content:
+        parts.append(TextPart(text=message.content))
+    for index, call in enumerate(message.tool_calls or []):
+        function = call.function
+        parts.append(
+            ToolCallPart(id=call.id or f"call_{index}", name=function.name, input=parse_arguments(function.arguments))
+        )
+    return Reply(
+        parts=parts,
+        stop_reason=_stop_reason(choice.finish_reason, bool(message.tool_calls)),
+        usage=_usage(response.usage),
+    )
+
+
+_OPTIONS: dict[str, type[Any]] = {
+    "max_tokens": int,
+    "temperature": float,
+    "context_tokens": int,
+    "timeout": float,
+    "retries": int,
+    "stream": bool,
+    "prefill": str,
+    "base_url": str,
+}
+
+
+def from_spec(rest: str) -> OpenAIModel:
+    """``openai:MODEL`` or ``openai:MODEL?max_tokens=256&prefill=assistant&stream=false``."""
+    model, options = spec_options(rest)
+    kwargs = {key: option_value(options, key, kind) for key, kind in _OPTIONS.items() if key in options}
+    if options:
+        raise ValueError(f"unknown model option(s) {sorted(options)}: use {', '.join(_OPTIONS)}")
+    return OpenAIModel(model, **kwargs)
