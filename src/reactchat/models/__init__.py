@@ -7,7 +7,7 @@ Capabilities are attributes: ``supports_tools`` (native tool calling) and
 
 from __future__ import annotations
 
-from reactchat.models._base import Model, ModelError, resolve_model
+from reactchat.models._base import ContextTooLong, Model, ModelError, resolve_model
 from reactchat.models._scripted import ScriptedModel
 
-__all__ = ["Model", "ModelError", "ScriptedModel", "resolve_model"]
+__all__ = ["ContextTooLong", "Model", "ModelError", "ScriptedModel", "resolve_model"]

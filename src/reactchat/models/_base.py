@@ -13,6 +13,14 @@ class ModelError(Exception):
     """A model call failed in a way the operator must fix (bad key, unreachable server)."""
 
 
+class ContextTooLong(ModelError):
+    """The request does not fit the model's context window.
+
+    The engine reacts by eliding old observations and trying once more; a caller
+    that sees it can shorten the conversation or pick a model with a larger window.
+    """
+
+
 @runtime_checkable
 class Model(Protocol):
     """Anything that turns a ``Request`` into a ``Reply``."""
