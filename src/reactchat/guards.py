@@ -49,13 +49,13 @@ class RepeatGuard:
         """A canonical identity for a call."""
         return tool, json.dumps(arguments, sort_keys=True, default=str, ensure_ascii=False)
 
-    def previous(self, tool: str, arguments: dict[str, Any]) -> str | None:
-        """The earlier result of this exact call, if it was made."""
-        return self._seen.get(self.key(tool, arguments))
+    def previous(self, key: tuple[str, str]) -> str | None:
+        """The earlier result of this exact call (see ``key``), if it was made."""
+        return self._seen.get(key)
 
-    def remember(self, tool: str, arguments: dict[str, Any], observation: str) -> None:
+    def remember(self, key: tuple[str, str], observation: str) -> None:
         """Record a finished call."""
-        self._seen[self.key(tool, arguments)] = observation
+        self._seen[key] = observation
 
     def refuse(self, tool: str, previous: str) -> str:
         """Count a repeat and return the observation that replaces the call."""

@@ -75,7 +75,8 @@ class TurnRun:
 
     async def emit(self, event: Event) -> Event:
         """Stamp an event with its place in the session and make it durable."""
-        event.session, event.turn, event.step = self.session, self.turn, self.step
+        # plain dict update: pydantic's __setattr__ is a measurable part of a step's cost
+        event.__dict__.update(session=self.session, turn=self.turn, step=self.step)
         await self.store.append(event)
         if self.on_event is not None:
             await self.on_event(event)
@@ -176,7 +177,8 @@ class TurnRun:
             arguments = tool.validate(value)
         except ToolInputError as error:
             return str(error), True, 0
-        previous = None if tool.volatile else self.repeats.previous(name, arguments)
+        key = self.repeats.key(name, arguments)
+        previous = None if tool.volatile else self.repeats.previous(key)
         if previous is not None:
             return self.repeats.refuse(name, previous), True, 0
         context = RunContext(self.session, self.turn, call_id, self.store, self.deps, self.services)
@@ -191,7 +193,7 @@ class TurnRun:
             result, is_error = f"Error: {name} raised {type(error).__name__}: {error}", True
         text, cut = truncate(result, tool.max_chars or self.max_observation)
         if not is_error:
-            self.repeats.remember(name, arguments, text)
+            self.repeats.remember(key, text)
         return text, is_error, cut
 
     def fit_context(self) -> Request | None:
@@ -257,4 +259,4 @@ def replay(run: TurnRun, events: list[Event]) -> None:
             tool = run.tools.get(event.tool)
             if action is not None and tool is not None and not event.is_error:
                 with contextlib.suppress(ToolInputError):
-                    run.repeats.remember(event.tool, tool.validate(action.input), event.text)
+                    run.repeats.remember(run.repeats.key(event.tool, tool.validate(action.input)), event.text)

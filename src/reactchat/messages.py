@@ -17,7 +17,7 @@ Three families, all pydantic models with a ``Literal`` discriminator:
 from __future__ import annotations
 
 import time
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -27,7 +27,8 @@ StopReason = Literal["end", "tool_use", "stop_sequence", "max_tokens", "error"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # schemas are built on first use, which keeps `import reactchat` fast
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 # --------------------------------------------------------------------- model I/O
@@ -267,7 +268,21 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 
-#: The one JSON adapter for events: ``EVENTS.validate_json(b)`` / ``EVENTS.dump_json(e)``.
-EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
-EVENT_LIST: TypeAdapter[list[Event]] = TypeAdapter(list[Event])
-MESSAGES: TypeAdapter[list[Message]] = TypeAdapter(list[Message])
+_ADAPTERS: dict[str, Any] = {}
+
+
+def __getattr__(name: str) -> Any:
+    """``EVENTS`` (the one JSON adapter for events: ``EVENTS.validate_json(b)``,
+    ``EVENTS.dump_json(e)``), ``EVENT_LIST`` and ``MESSAGES``, built on first use."""
+    types: dict[str, Any] = {"EVENTS": Event, "EVENT_LIST": list[Event], "MESSAGES": list[Message]}
+    if name not in types:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    if name not in _ADAPTERS:
+        _ADAPTERS[name] = TypeAdapter(types[name])
+    return _ADAPTERS[name]
+
+
+if TYPE_CHECKING:
+    EVENTS: TypeAdapter[Event]
+    EVENT_LIST: TypeAdapter[list[Event]]
+    MESSAGES: TypeAdapter[list[Message]]

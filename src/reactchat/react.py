@@ -386,7 +386,10 @@ class ReactTranscript:
             labels = self.pack.labels
             scratchpad += f" {self.pack.budget_note}\n{labels.final_answer}:"
             react = None  # free text: the answer itself
-        prefill = AssistantMessage(parts=[TextPart(text=scratchpad)], prefill=True)
+        # model_construct: these values are already valid, and this runs on every step
+        prefill = AssistantMessage.model_construct(
+            role="assistant", parts=[TextPart.model_construct(kind="text", text=scratchpad)], prefill=True
+        )
         return Request.model_construct(
             messages=[self.system, self.user, prefill],
             tools=[],

@@ -1,0 +1,126 @@
+"""Tools: schema from the signature, validation before the call, context injection."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Literal
+
+import pytest
+
+from reactchat import Agent, RunContext, ScriptedModel, tool
+from reactchat.toolbox import CalculatorError, calculator, evaluate
+from reactchat.tools import ToolInputError
+
+
+@tool
+def convert(value: float, unit: Literal["km", "mi"], ctx: RunContext, precision: int = 2) -> str:
+    """Convert a distance.
+
+    Args:
+        value: the distance to convert
+        unit: the unit of ``value``
+        precision: digits after the point
+    """
+    factor = 1.609344 if unit == "mi" else 1 / 1.609344
+    return f"{round(value * factor, precision)} (session {ctx.session[:4]})"
+
+
+def test_schema_comes_from_signature_and_docstring() -> None:
+    assert convert.name == "convert"
+    assert convert.description == "Convert a distance."
+    schema = convert.input_schema
+    assert set(schema["properties"]) == {"value", "unit", "precision"}  # ctx is hidden
+    assert schema["required"] == ["value", "unit"]
+    assert schema["properties"]["unit"]["enum"] == ["km", "mi"]
+    assert schema["properties"]["value"]["description"] == "the distance to convert"
+    assert schema["properties"]["precision"]["default"] == 2
+
+
+def test_arguments_are_validated_before_the_call() -> None:
+    assert convert.validate({"value": "3", "unit": "mi"}) == {"value": 3.0, "unit": "mi", "precision": 2}
+    with pytest.raises(ToolInputError, match="unit"):
+        convert.validate({"value": 3, "unit": "parsec"})
+    with pytest.raises(ToolInputError, match=r"Extra inputs|extra"):
+        convert.validate({"value": 3, "unit": "km", "colour": "red"})
+    with pytest.raises(ToolInputError, match="JSON object"):
+        convert.validate("3 miles")
+
+
+def test_run_context_is_injected() -> None:
+    model = ScriptedModel(
+        [' go\nAction: convert\nAction Input: {"value": 10, "unit": "mi"}', " ok\nFinal Answer: done"]
+    )
+    agent = Agent(model=model, tools=[convert])
+    result = agent.run("10 miles in km?")
+    assert result.steps[0].observation == f"16.09 (session {result.session[:4]})"
+
+
+def test_async_tool_and_direct_call() -> None:
+    @tool(timeout=1)
+    async def double(n: int) -> int:
+        """Double a number."""
+        await asyncio.sleep(0)
+        return n * 2
+
+    model = ScriptedModel([' x\nAction: double\nAction Input: {"n": 21}', " x\nFinal Answer: 42"])
+    result = Agent(model=model, tools=[double]).run("double 21")
+    assert result.steps[0].observation == "42"
+    assert asyncio.run(double.fn(n=2)) == 4
+
+
+def test_plain_functions_are_accepted_as_tools() -> None:
+    def shout(text: str) -> str:
+        """Upper-case a text."""
+        return text.upper()
+
+    model = ScriptedModel([" x\nAction: shout\nAction Input: hi there", " x\nFinal Answer: HI THERE"])
+    result = Agent(model=model, tools=[shout]).run("shout")
+    assert result.steps[0].observation == "HI THERE"
+
+
+def test_duplicate_tool_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="share a name"):
+        Agent(model=ScriptedModel([]), tools=[calculator, calculator])
+
+
+@pytest.mark.parametrize(
+    ("expression", "expected"),
+    [
+        ("80.16 * 1.15", "92.184"),
+        ("80.16 + 15%", "92.184"),
+        ("80.16 * 115%", "92.184"),
+        ("15% of 80.16", "12.024"),
+        ("100 - 20%", "80"),
+        ("7 % 3", "1"),
+        ("2 ** 10", "1024"),
+        ("2^10", "1024"),
+        ("3 × 4 ÷ 2", "6"),
+        ("sqrt(16) + abs(-2)", "6"),
+        ("round(2.5555, 2)", "2.56"),
+        ("0.1 + 0.2", "0.3"),
+        ("-(3 - 5)", "2"),
+    ],
+)
+def test_calculator(expression: str, expected: str) -> None:
+    assert calculator(expression) == expected
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("__import__('os').system('true')", "unknown function|unsupported"),
+        ("open('/etc/passwd')", "unknown function|unsupported"),
+        ("x + 1", "unknown name"),
+        ("2 ** 100000", "exponent"),
+        ("9 ** 999 * 9 ** 999 * 9 ** 999 * 9 ** 999 * 9 ** 999", "too large"),
+        ("1 / 0", "division by zero"),
+        ("1e308 * 10", "finite"),
+        ("(1).__class__", "unsupported"),
+        ("[1, 2]", "unsupported"),
+        ("1 +", "not an arithmetic"),
+        ("1" * 600, "longer than"),
+    ],
+)
+def test_calculator_refuses_what_is_not_bounded_arithmetic(expression: str, message: str) -> None:
+    with pytest.raises(CalculatorError, match=message):
+        evaluate(expression)
