@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One-time set-up on a fresh machine: system packages, .venv/ with reactchat and every
+# extra, llama.cpp built portably. Safe to run again: what is there is kept.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# PostgreSQL (tests, multi-worker serving) and Chromium (web page tests) from Debian
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    missing=()
+    for pkg in postgresql chromium chromium-driver; do
+        dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        apt-get update -q
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${missing[@]}"
+    fi
+fi
+
+[ -x .venv/bin/python ] || python3 -m venv .venv
+.venv/bin/python -m pip install -q --upgrade pip
+
+# llama-cpp-python compiles llama.cpp: a portable x86_64 build (the native one dies with
+# SIGILL in AMX tile code on some CPUs); pip caches the wheel for the next run.
+if [ "$(uname -m)" = x86_64 ]; then
+    export CMAKE_ARGS="${CMAKE_ARGS:--DGGML_NATIVE=OFF -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON}"
+fi
+# the CPU build of torch first, so that sentence-transformers does not pull a CUDA one
+.venv/bin/pip install -q "torch==2.13.0"
+.venv/bin/pip install -q -e ".[all,dev]"
+echo "reactchat is set up: .venv/bin/reactchat ask \"What is 80.16 * 1.15?\""
