@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from reactchat.guards import DEFAULT_MAX_OBSERVATION, RepeatGuard
 from reactchat.loop import TurnRun, replay
-from reactchat.messages import ErrorEvent, Event, UserEvent
+from reactchat.messages import AnswerEvent, ErrorEvent, Event, UserEvent
 from reactchat.models import Model, resolve_model
 from reactchat.packs import PromptPack, get_pack
 from reactchat.session import RunResult, SessionState, Turn, steps_of
@@ -20,6 +20,8 @@ from reactchat.tools import Tool, as_tool
 CHARS_PER_TOKEN = 4
 
 SessionTools = Callable[[str, Store], Awaitable[Sequence[Tool]]]
+#: on_turn_end(session, store, status): status is the final answer's, "done" or "stopped"
+TurnEnd = Callable[[str, Store, str], Awaitable[None]]
 
 
 class Agent:
@@ -29,6 +31,12 @@ class Agent:
     ``openai:MODEL``, ``anthropic:MODEL``, ``scripted:FILE``); ``store`` a ``Store`` or a
     URL (``memory:``, ``sqlite:///path.db``, ``postgresql://...``). Nothing is loaded or
     opened until the first run.
+
+    ``session_tools(session, store)`` adds tools per session at the start of each turn;
+    ``services`` reach tools as ``RunContext.services``; ``on_turn_end(session, store,
+    status)`` runs once a turn has its final answer (``done`` or ``stopped``), before the
+    answer is yielded. A turn paused on an ask_user question is not over: it counts once,
+    when it answers. ``reactchat.knowledge.attach(agent)`` uses these for uploaded files.
     """
 
     def __init__(
@@ -48,6 +56,8 @@ class Agent:
         max_repeats: int = 3,
         deps: Any = None,
         session_tools: SessionTools | None = None,
+        on_turn_end: TurnEnd | None = None,
+        services: dict[str, Any] | None = None,
         lock_ttl: float = 600.0,
     ) -> None:
         if protocol not in ("react", "native"):
@@ -76,6 +86,8 @@ class Agent:
         self.max_repeats = max_repeats
         self.deps = deps
         self.session_tools = session_tools
+        self.on_turn_end = on_turn_end
+        self.services: dict[str, Any] = dict(services or {})
         self.lock_ttl = lock_ttl
 
     @property
@@ -147,15 +159,32 @@ class Agent:
         self, message: str | None, session: str | None, reply_to: str | None, turn_events: list[Event]
     ) -> AsyncIterator[Event]:
         store = self.store
+        seen: int | None = None
         if session is None:
             session = await store.create_session()
+        elif message is not None and reply_to is None:
+            # A plain message answers the question its sender could see, if any. Pin that view
+            # before taking the lock so that, of several racing messages, exactly one resumes:
+            # the others find the question answered or the session moved on, instead of
+            # starting a stray turn whose question is really an answer.
+            try:
+                seen_events = await store.events(session)
+            except SessionNotFound:
+                raise SessionNotFound(f"no session {session!r}") from None
+            seen = len(seen_events)
+            seen_last = SessionState.from_events(session, seen_events).last
+            seen_pending = seen_last.pending if seen_last else None
+            reply_to = seen_pending[0].call_id if seen_pending else None
         elif not await store.exists(session):
             raise SessionNotFound(f"no session {session!r}")
         owner = uuid.uuid4().hex
         if not await store.try_lock(session, owner, self.lock_ttl):
             raise SessionBusy(f"session {session} is busy with another turn; try again when it ends")
         try:
-            state = SessionState.from_events(session, await store.events(session))
+            events = await store.events(session)
+            if seen is not None and reply_to is None and len(events) != seen:
+                raise SessionBusy(f"session {session} changed while this message arrived; nothing was recorded")
+            state = SessionState.from_events(session, events)
             last = state.last
             pending = last.pending if last else None
             if reply_to is not None and (pending is None or pending[0].call_id != reply_to):
@@ -165,6 +194,7 @@ class Agent:
                 async for event in run.finish_interrupted(last.events):
                     yield _collect(turn_events, event)
                 async for event in run.run():
+                    await self._turn_end(session, event)
                     yield _collect(turn_events, event)
                 if message is None:
                     return
@@ -184,6 +214,7 @@ class Agent:
                 run = await self._prepare(state, Turn(index, message), turn_events)
                 yield _collect(turn_events, await run.emit(UserEvent(text=message)))
             async for event in run.run():
+                await self._turn_end(session, event)
                 yield _collect(turn_events, event)
         finally:
             await store.unlock(session, owner)
@@ -218,10 +249,16 @@ class Agent:
             context_chars=budget,
             repeats=RepeatGuard(self.max_repeats),
             deps=self.deps,
+            services=self.services,
         )
         replay(run, turn.events)
         turn_events.extend(turn.events)
         return run
+
+    async def _turn_end(self, session: str, event: Event) -> None:
+        """Run ``on_turn_end`` when ``event`` (durable, not yet yielded) ends the turn."""
+        if self.on_turn_end is not None and isinstance(event, AnswerEvent):
+            await self.on_turn_end(session, self.store, event.status)
 
     def _history(self, state: SessionState, before: int) -> list[tuple[str, str]]:
         """Earlier questions and answers, newest kept first, within the history budget."""

@@ -162,8 +162,8 @@ class SqliteStore:
         try:
             # one statement, so the next seq is computed under the write lock
             self.db.execute(
-                """INSERT INTO events (session, seq, turn, step, type, at, body)
-                   VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session = ?1), ?2, ?3, ?4, ?5, ?6)""",
+                """INSERT INTO events (session, seq, turn, step, type, at, body) VALUES
+                   (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session = ?1), ?2, ?3, ?4, ?5, ?6)""",
                 (event.session, event.turn, event.step, event.type, event.at, EVENTS.dump_json(event).decode()),
             )
         except sqlite3.IntegrityError as exc:

@@ -1,0 +1,298 @@
+"""Durable sessions through the public API: pause in one process, resume in another;
+one turn at a time; exactly one of many racing answers resumes; a tool killed mid-call.
+
+One suite over the backends (``durable_url``: SQLite and PostgreSQL; ``store_url`` adds
+memory where a single process is enough).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from durable_child import PlanModel, make_agent
+from reactchat import Agent, AlreadyAnswered, RunResult, SessionBusy
+from reactchat.loop import INTERRUPTED
+from reactchat.messages import EVENTS, ActionEvent, Event, ObservationEvent, QuestionEvent, UserEvent
+from reactchat.session import SessionState
+from reactchat.store import resolve_store
+
+CHILD = str(Path(__file__).with_name("durable_child.py"))
+
+
+@dataclass
+class Child:
+    code: int
+    events: list[Event]
+    status: str
+
+
+async def run_child(url: str, session: str, message: str | None, effects: Path, *args: str) -> Child:
+    """Run the scripted agent in a fresh process and collect what it reported."""
+    argv = [CHILD, url, session, *([message] if message is not None else []), "--effects", str(effects), *args]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, *argv, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    return parse_child(proc.returncode, out.decode(), err.decode())
+
+
+def parse_child(code: int | None, out: str, err: str = "") -> Child:
+    lines = out.splitlines()
+    assert lines[:1] == ["ready"] or code == -9, f"child failed to start ({code}): {err}"
+    events = [EVENTS.validate_json(line) for line in lines if line.startswith("{")]
+    status = next((line.split()[1] for line in lines if line.startswith("status ")), "")
+    assert code in (0, 3, 5, 6, -9), f"child crashed ({code}): {err}"
+    return Child(code if code is not None else -1, events, status)
+
+
+def effects_of(path: Path) -> Counter[str]:
+    """How many times each bump call ran (call id → count)."""
+    if not path.exists():
+        return Counter()
+    return Counter(line.split()[0] for line in path.read_text().splitlines())
+
+
+async def new_session(url: str) -> str:
+    store = resolve_store(url)
+    try:
+        return await store.create_session()
+    finally:
+        await store.close()
+
+
+async def stored(url: str, session: str) -> list[Event]:
+    store = resolve_store(url)
+    try:
+        return await store.events(session)
+    finally:
+        await store.close()
+
+
+# ------------------------------------------------------------------ ask_user across processes
+
+
+async def test_how_far_is_paris_across_two_processes(durable_url: str, tmp_path: Path) -> None:
+    """Pause in one process, answer in another: the reasoning continues, nothing runs twice."""
+    effects = tmp_path / "effects"
+    session = await new_session(durable_url)
+    first = await run_child(durable_url, session, "How far is Paris?", effects, "--plan", "bump,ask,bump")
+    assert (first.code, first.status) == (3, "waiting")
+    assert isinstance(first.events[-1], QuestionEvent)
+    assert first.events[-1].question == "Where are you?"
+
+    second = await run_child(durable_url, session, "Lyon", effects, "--plan", "bump,ask,bump")
+    assert (second.code, second.status) == (0, "done")
+    events = await stored(durable_url, session)
+    assert events == first.events + second.events  # the store holds exactly what both processes reported
+    state = SessionState.from_events(session, events)
+    assert len(state.turns) == 1
+    assert state.turns[0].answer is not None
+    assert state.turns[0].answer.text == "2 bumps; user said Lyon"
+    bumps = [e.call_id for e in events if isinstance(e, ActionEvent) and e.tool == "bump"]
+    assert effects_of(effects) == Counter(bumps)  # each finished call ran exactly once, across processes
+    assert len(bumps) == 2
+
+
+async def test_history_carries_over_to_a_new_process(durable_url: str, tmp_path: Path) -> None:
+    effects = tmp_path / "effects"
+    session = await new_session(durable_url)
+    first = await run_child(durable_url, session, "First question", effects, "--plan", "bump")
+    assert first.status == "done"
+    agent = make_agent(durable_url, ["bump"], str(effects))
+    result = await agent.arun("Second question", session)
+    assert result.status == "done"
+    assert result.turn == 2
+    state = await agent.state(session)
+    assert state.history() == [("First question", "1 bumps; user said nothing"), ("Second question", result.answer)]
+    # the prompt holds the earlier question and answer, not the earlier scratchpad (seed 002)
+    assert isinstance(agent.model, PlanModel)
+    prompt = " ".join(m.model_dump_json() for m in agent.model.requests[0].messages)
+    assert "First question" in prompt
+    assert "1 bumps; user said nothing" in prompt
+    assert "bumped 1" not in prompt
+    await agent.store.close()
+
+
+# ------------------------------------------------------------------ durability
+
+
+async def test_every_event_is_durable_before_the_next(store_url: str, tmp_path: Path) -> None:
+    """Each event the engine yields can already be read back by another connection."""
+    agent = make_agent(store_url, ["bump", "bump", "ask"], str(tmp_path / "effects"))
+    reader = agent.store if store_url == "memory:" else resolve_store(store_url)
+    seen: list[Event] = []
+    async for event in agent.stream("go", None):
+        seen.append(event)
+        assert await reader.events(event.session) == seen
+    assert isinstance(seen[-1], QuestionEvent)
+    async for event in agent.stream("Lyon", seen[0].session):
+        seen.append(event)
+        assert await reader.events(event.session) == seen
+    await reader.close()
+    await agent.store.close()
+
+
+# ------------------------------------------------------------------ one turn at a time
+
+
+async def test_a_message_during_a_running_turn_is_busy(store_url: str, tmp_path: Path) -> None:
+    effects = str(tmp_path / "effects")
+    runner = make_agent(store_url, ["bump", "bump"], effects, model_delay=0.05)
+    session = await runner.store.create_session()
+    other = make_agent(runner.store if store_url == "memory:" else store_url, ["bump"], effects)
+    running = asyncio.create_task(runner.arun("slow question", session))
+    await asyncio.sleep(0.03)
+    before = await other.store.events(session)
+    with pytest.raises(SessionBusy):
+        await other.arun("impatient question", session)
+    assert await other.store.events(session) == before  # nothing recorded for the busy message
+    result = await running
+    assert result.status == "done"
+    texts = [e.text for e in await other.store.events(session) if isinstance(e, UserEvent)]
+    assert texts == ["slow question"]
+    await runner.store.close()
+    await other.store.close()
+
+
+@pytest.mark.parametrize("explicit", [False, True], ids=["plain-message", "reply_to"])
+async def test_twenty_concurrent_answers_resume_once(store_url: str, tmp_path: Path, explicit: bool) -> None:
+    """20 answers to one question race, each on its own connection: exactly one resumes.
+
+    With ``reply_to`` (what a UI sends) the outcome does not depend on timing. A plain
+    message answers the question pending when it arrives; all 20 arrive while the winner's
+    turn is still running (its model takes 0.2 s).
+    """
+    effects = str(tmp_path / "effects")
+    plan = ["ask", "bump"]
+    asker = make_agent(store_url, plan, effects)
+    waiting = await asker.arun("How far is Paris?")
+    assert waiting.status == "waiting"
+    call_id = next(e.call_id for e in waiting.events if isinstance(e, QuestionEvent))
+    shared = asker.store if store_url == "memory:" else None
+    agents = [make_agent(shared or store_url, plan, effects, model_delay=0.2) for _ in range(20)]
+    for agent in agents:
+        await agent.store.exists(waiting.session)  # connected before the race starts
+
+    async def answer(i: int) -> str:
+        try:
+            result = await agents[i].arun(f"city {i}", waiting.session, reply_to=call_id if explicit else None)
+        except SessionBusy:
+            return "busy"
+        except AlreadyAnswered:
+            return "already answered"
+        return result.status
+
+    outcomes = await asyncio.gather(*(answer(i) for i in range(20)))
+    assert outcomes.count("done") == 1, outcomes
+    assert set(outcomes) <= {"done", "busy", "already answered"}, outcomes
+    # whoever was told "busy" learns, on retrying that same answer, that it was already answered
+    for i, outcome in enumerate(outcomes):
+        if outcome == "busy":
+            with pytest.raises(AlreadyAnswered):
+                await agents[i].arun(f"city {i}", waiting.session, reply_to=call_id)
+    events = await asker.store.events(waiting.session)
+    state = SessionState.from_events(waiting.session, events)
+    assert len(state.turns) == 1  # no stray turn started by a losing answer
+    answers = [e for e in events if isinstance(e, ObservationEvent) and e.tool == "ask_user"]
+    assert len(answers) == 1
+    assert state.turns[0].answer is not None
+    assert state.turns[0].answer.text == f"1 bumps; user said {answers[0].text}"
+    assert sum(effects_of(Path(effects)).values()) == 1
+    for agent in {id(a.store): a for a in [asker, *agents]}.values():
+        await agent.store.close()
+
+
+async def test_twenty_processes_answer_at_once(durable_url: str, tmp_path: Path) -> None:
+    effects = tmp_path / "effects"
+    session = await new_session(durable_url)
+    first = await run_child(durable_url, session, "How far is Paris?", effects, "--plan", "ask,bump")
+    assert first.status == "waiting"
+    procs = [
+        await asyncio.create_subprocess_exec(
+            sys.executable,
+            CHILD,
+            durable_url,
+            session,
+            f"city {i}",
+            "--effects",
+            str(effects),
+            "--plan",
+            "ask,bump",
+            "--go",
+            "--model-delay",
+            "0.2",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        for i in range(20)
+    ]
+    for proc in procs:  # every child is connected before any of them answers
+        assert proc.stdout is not None
+        assert (await asyncio.wait_for(proc.stdout.readline(), 60)).strip() == b"ready"
+    for proc in procs:
+        assert proc.stdin is not None
+        proc.stdin.write(b"go\n")
+    results = []
+    for proc in procs:
+        out, err = await asyncio.wait_for(proc.communicate(), 120)
+        results.append(parse_child(proc.returncode, "ready\n" + out.decode(), err.decode()))
+    statuses = Counter(r.status for r in results)
+    assert statuses["done"] == 1, statuses
+    assert set(statuses) <= {"done", "busy", "already_answered"}
+    events = await stored(durable_url, session)
+    state = SessionState.from_events(session, events)
+    assert len(state.turns) == 1
+    assert len([e for e in events if isinstance(e, UserEvent)]) == 2  # the question and one answer
+    winner = next(r for r in results if r.status == "done")
+    assert events == first.events + winner.events
+    assert sum(effects_of(effects).values()) == 1
+
+
+# ------------------------------------------------------------------ a tool killed mid-call
+
+
+@pytest.mark.parametrize("idempotent", [False, True], ids=["reported-interrupted", "idempotent-rerun"])
+async def test_tool_killed_after_its_side_effect(durable_url: str, tmp_path: Path, idempotent: bool) -> None:
+    """The process dies inside a tool, after its effect: resume never silently re-runs it (unless idempotent)."""
+    effects = tmp_path / "effects"
+    session = await new_session(durable_url)
+    plan = ["bump", "bump", "bump"]
+    died = await run_child(durable_url, session, "count to three", effects, "--plan", ",".join(plan), "--die-at", "2")
+    assert died.code == -9
+    assert await stored(durable_url, session) == died.events  # every reported event survived
+    assert isinstance(died.events[-1], ActionEvent)
+    killed_call = died.events[-1].call_id
+
+    agent = make_agent(durable_url, plan, str(effects), idempotent=idempotent)
+    result = await resume_when_free(agent, session)
+    assert result.status == "done"
+    events = await agent.store.events(session)
+    assert events[: len(died.events)] == died.events
+    observation = next(e for e in events if isinstance(e, ObservationEvent) and e.call_id == killed_call)
+    runs = effects_of(effects)
+    if idempotent:
+        assert (observation.text, observation.is_error) == ("bumped 2", False)
+        assert runs[killed_call] == 2  # declared safe to repeat, so it ran again
+    else:
+        assert (observation.text, observation.is_error) == (INTERRUPTED, True)
+        assert runs[killed_call] == 1  # never silently re-run
+    finished = [e.call_id for e in events if isinstance(e, ObservationEvent) and e.call_id != killed_call]
+    assert all(runs[call] == 1 for call in finished)
+    await agent.store.close()
+
+
+async def resume_when_free(agent: Agent, session: str, seconds: float = 5.0) -> RunResult:
+    """``agent.resume``, retried while the dead process's lock is still being released (PostgreSQL)."""
+    for _ in range(int(seconds / 0.02)):
+        try:
+            return await agent.resume(session)
+        except SessionBusy:
+            await asyncio.sleep(0.02)
+    raise AssertionError(f"session {session} stayed busy after its process died")

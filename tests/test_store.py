@@ -1,0 +1,279 @@
+"""The Store contract, on every backend: memory, a real SQLite file, a real PostgreSQL server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reactchat.messages import (
+    ActionEvent,
+    AnswerEvent,
+    ErrorEvent,
+    Event,
+    ObservationEvent,
+    QuestionEvent,
+    ThoughtEvent,
+    Usage,
+    UserEvent,
+)
+from reactchat.store import SessionNotFound, Store, resolve_store
+
+
+def every_kind_of_event(session: str) -> list[Event]:
+    return [
+        UserEvent(session=session, turn=1, text="Où est Paris ? 東京 \U0001f600"),
+        ThoughtEvent(
+            session=session, turn=1, step=1, text="think", raw=" think\nAction: x", usage=Usage(input_tokens=3)
+        ),
+        ActionEvent(session=session, turn=1, step=1, call_id="c1", tool="x", input={"a": [1, 2], "b": None}),
+        ObservationEvent(session=session, turn=1, step=1, call_id="c1", tool="x", text="nul \x00 byte", truncated=5),
+        ActionEvent(session=session, turn=1, step=2, call_id="c2", tool="ask_user", input="raw string input"),
+        QuestionEvent(session=session, turn=1, step=2, call_id="c2", question="Where?"),
+        ErrorEvent(session=session, turn=1, step=3, kind="format", message="fix it", raw="garbage"),
+        AnswerEvent(session=session, turn=1, step=4, text="42", status="stopped", reason="max_steps", best_effort=True),
+    ]
+
+
+async def test_events_round_trip_in_order(store_url: str) -> None:
+    store = resolve_store(store_url)
+    try:
+        session = await store.create_session()
+        written = every_kind_of_event(session)
+        for event in written:
+            await store.append(event)
+        assert await store.events(session) == written
+        assert await store.exists(session)
+        assert not await store.exists("nope")
+    finally:
+        await store.close()
+
+
+async def test_sessions_are_separate_and_listed_newest_first(store_url: str) -> None:
+    store = resolve_store(store_url)
+    try:
+        first = await store.create_session()
+        await asyncio.sleep(0.01)
+        second = await store.create_session("my-id")
+        assert second == "my-id"
+        assert await store.create_session("my-id") == "my-id"  # idempotent
+        await store.append(UserEvent(session=first, turn=1, text="one"))
+        assert await store.events(second) == []
+        assert await store.list_sessions() == [second, first]
+        assert await store.list_sessions(limit=1) == [second]
+        assert await store.delete_session(first)
+        assert not await store.delete_session(first)
+        assert not await store.exists(first)
+        with pytest.raises(SessionNotFound):
+            await store.events(first)
+    finally:
+        await store.close()
+
+
+async def test_unknown_session_is_refused(store_url: str) -> None:
+    store = resolve_store(store_url)
+    try:
+        with pytest.raises(SessionNotFound):
+            await store.events("missing")
+        with pytest.raises(SessionNotFound):
+            await store.append(UserEvent(session="missing", turn=1, text="hi"))
+    finally:
+        await store.close()
+
+
+async def test_turn_lock_belongs_to_one_owner(store_url: str) -> None:
+    store = resolve_store(store_url)
+    try:
+        session = await store.create_session()
+        assert await store.try_lock(session, "a", 60)
+        assert await store.try_lock(session, "a", 60)  # the holder may take it again
+        assert not await store.try_lock(session, "b", 60)
+        await store.unlock(session, "b")  # not the holder: no effect
+        assert not await store.try_lock(session, "b", 60)
+        await store.unlock(session, "a")
+        assert await store.try_lock(session, "b", 60)
+        other = await store.create_session()
+        assert await store.try_lock(other, "a", 60)  # locks are per session
+    finally:
+        await store.close()
+
+
+async def test_turn_lock_excludes_other_connections(durable_url: str) -> None:
+    one, two = resolve_store(durable_url), resolve_store(durable_url)
+    try:
+        session = await one.create_session()
+        assert await one.try_lock(session, "a", 60)
+        assert not await two.try_lock(session, "b", 60)
+        await one.unlock(session, "a")
+        assert await two.try_lock(session, "b", 60)
+        assert not await one.try_lock(session, "a", 60)
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_a_dead_holder_does_not_keep_the_lock(durable_url: str) -> None:
+    """A process killed while holding the lock: the session is free again right away, not after the TTL."""
+    store = resolve_store(durable_url)
+    try:
+        session = await store.create_session()
+        code = (
+            "import asyncio, os, signal, sys\n"
+            "from reactchat.store import resolve_store\n"
+            "async def main():\n"
+            "    store = resolve_store(sys.argv[1])\n"
+            "    assert await store.try_lock(sys.argv[2], 'child', 3600)\n"
+            "    print('locked', flush=True)\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n"
+            "asyncio.run(main())\n"
+        )
+        child = subprocess.run(
+            [sys.executable, "-c", code, durable_url, session], capture_output=True, text=True, timeout=60
+        )
+        assert child.stdout.strip() == "locked", child.stderr
+        assert child.returncode == -9
+        assert await wait_for_lock(store, session, "parent")
+    finally:
+        await store.close()
+
+
+async def wait_for_lock(store: Store, session: str, owner: str, seconds: float = 5.0) -> bool:
+    """PostgreSQL notices a dead client's closed socket within milliseconds, not instantly."""
+    for _ in range(int(seconds / 0.02)):
+        if await store.try_lock(session, owner, 60):
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
+async def test_sqlite_lock_expires(sqlite_url: str) -> None:
+    one, two = resolve_store(sqlite_url), resolve_store(sqlite_url)
+    try:
+        session = await one.create_session()
+        assert await one.try_lock(session, "a", 0.05)
+        assert not await two.try_lock(session, "b", 60)
+        await asyncio.sleep(0.1)
+        assert await two.try_lock(session, "b", 60)
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_postgres_lock_ends_with_its_connection(postgres_url: str) -> None:
+    one, two = resolve_store(postgres_url), resolve_store(postgres_url)
+    try:
+        session = await one.create_session()
+        assert await one.try_lock(session, "a", 60)
+        assert not await two.try_lock(session, "b", 60)
+        await one.close()
+        assert await two.try_lock(session, "b", 60)
+    finally:
+        await one.close()
+        await two.close()
+
+
+async def test_url_opens_the_same_database(durable_url: str) -> None:
+    store = resolve_store(durable_url)
+    try:
+        session = await store.create_session()
+        await store.append(UserEvent(session=session, turn=1, text="hello"))
+        again = resolve_store(store.url)
+        try:
+            assert [e.text for e in await again.events(session) if isinstance(e, UserEvent)] == ["hello"]
+        finally:
+            await again.close()
+    finally:
+        await store.close()
+
+
+def test_memory_store_has_a_url() -> None:
+    assert resolve_store("memory:").url == "memory:"
+
+
+# ------------------------------------------------------------------------ SQLite
+
+
+async def test_sqlite_file_is_wal_and_created_on_first_use(tmp_path: Path) -> None:
+    path = tmp_path / "lazy.db"
+    store = resolve_store(f"sqlite:///{path}")
+    assert not path.exists()  # constructors do no I/O
+    await store.create_session("s")
+    await store.close()
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+        tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        migrations = [row[0] for row in db.execute("SELECT name FROM reactchat_migrations")]
+    assert {"sessions", "events", "session_locks", "reactchat_migrations"} <= tables
+    assert migrations == ["m001_sessions_events_locks"]
+    again = resolve_store(f"sqlite:///{path}")  # migrations run once
+    assert await again.exists("s")
+    await again.close()
+
+
+def test_sqlite_url_forms(tmp_path: Path) -> None:
+    from reactchat.store.sqlite import SqliteStore
+
+    absolute = resolve_store(f"sqlite:///{tmp_path}/a.db")
+    assert isinstance(absolute, SqliteStore)
+    assert absolute.path == f"{tmp_path}/a.db"
+    assert absolute.url == f"sqlite:///{tmp_path}/a.db"
+    relative = resolve_store("sqlite:///relative.db")
+    assert isinstance(relative, SqliteStore)
+    assert relative.path == "relative.db"
+    for bad in ("sqlite:relative.db", "sqlite:///"):
+        with pytest.raises(ValueError, match="bad SQLite URL"):
+            resolve_store(bad)
+
+
+async def test_sqlite_bad_files_get_clear_errors(tmp_path: Path) -> None:
+    store = resolve_store(f"sqlite:///{tmp_path}/no/such/dir/x.db")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        await store.exists("s")
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"this is not a database" * 100)
+    store = resolve_store(f"sqlite:///{junk}")
+    with pytest.raises(sqlite3.DatabaseError, match=r"cannot use .* as a reactchat database"):
+        await store.exists("s")
+    assert junk.read_bytes() == b"this is not a database" * 100  # nothing lost
+
+
+async def test_sqlite_in_memory() -> None:
+    store = resolve_store("sqlite:///:memory:")
+    session = await store.create_session()
+    await store.append(UserEvent(session=session, turn=1, text="hi"))
+    assert len(await store.events(session)) == 1
+    await store.close()
+
+
+# ------------------------------------------------------------------------ PostgreSQL
+
+
+async def test_postgres_unreachable_is_a_clear_error() -> None:
+    store = resolve_store("postgresql://someone:secret@127.0.0.1:1/nothing")
+    with pytest.raises(ConnectionError, match=r"cannot connect to PostgreSQL at postgresql://someone:\*\*\*@") as info:
+        await store.exists("s")
+    assert "secret" not in str(info.value)
+
+
+async def test_postgres_store_survives_a_new_event_loop(postgres_url: str) -> None:
+    """``Agent.run`` makes an event loop per call; the store must follow it."""
+    store = resolve_store(postgres_url)
+    session = await store.create_session()
+
+    def in_another_loop() -> int:
+        return len(asyncio.run(store.events(session)))
+
+    assert await asyncio.to_thread(in_another_loop) == 0
+    assert await store.exists(session)
+    await store.close()
+
+
+def test_importing_reactchat_does_not_import_database_drivers() -> None:
+    code = "import sys, reactchat, reactchat.store; print('psycopg' in sys.modules, 'sqlite3' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
+    assert out.stdout.split() == ["False", "False"]
