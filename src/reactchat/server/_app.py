@@ -1,0 +1,227 @@
+"""The FastAPI app: sessions, messages as SSE, files, context, the page.
+
+POST   /v1/sessions                    → {"session": id}
+POST   /v1/sessions/{id}/messages      → SSE: one frame per event, then ``end``
+GET    /v1/sessions/{id}               → turns, status, pending question, files
+POST   /v1/sessions/{id}/files         → the uploaded file's info (multipart ``file``)
+DELETE /v1/sessions/{id}/context       → forgets the session's files
+POST   /v1/chat/completions, GET /v1/models   (OpenAI-compatible, see ``_openai``)
+GET    /                               → the web chat page
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException
+
+from reactchat.agent import Agent
+from reactchat.server._config import AgentFactory, ServerConfig
+from reactchat.server._files import Files
+from reactchat.server._guard import Guard
+from reactchat.server._turns import Turns, failure_event, sse, summary
+from reactchat.session import SessionState, Turn
+from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
+
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+
+class NewSession(BaseModel):
+    """Body of ``POST /v1/sessions`` (optional)."""
+
+    model_config = ConfigDict(extra="forbid")
+    session: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")
+
+
+class MessageIn(BaseModel):
+    """Body of ``POST /v1/sessions/{id}/messages``."""
+
+    model_config = ConfigDict(extra="forbid")
+    #: the user's message, or the answer to the pending question
+    message: str = Field(min_length=1)
+    #: the ``call_id`` of the question this message answers; a 409 if it is no longer pending
+    reply_to: str | None = None
+    #: ``false`` waits for the end of the turn and answers with JSON instead of SSE
+    stream: bool = True
+
+
+@dataclass
+class Server:
+    """What the routes share."""
+
+    config: ServerConfig
+    agent: Agent
+    store: Store
+    turns: Turns
+    files: Files | None
+
+
+def create_app(
+    agent: Agent | AgentFactory | ServerConfig | None = None, *, config: ServerConfig | None = None
+) -> FastAPI:
+    """The reactchat HTTP app.
+
+    ``agent`` is an ``Agent`` (its store is used), a factory ``store -> Agent`` (given the
+    store of ``config.store``), or a ``ServerConfig`` from which the default agent is
+    built: ``config.model``, the built-in tools and, when ``reactchat.knowledge`` is
+    installed, the uploaded-files tools.
+    """
+    if isinstance(agent, ServerConfig):
+        config, agent = agent, None
+    config = config or ServerConfig()
+    if not isinstance(agent, Agent):
+        store = resolve_store(config.store)
+        agent = agent(store) if agent is not None else default_agent(config, store)
+    store = agent.store
+    files = Files.attach(agent, config.max_upload)
+    server = Server(config, agent, store, Turns(), files)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        yield
+        await server.turns.stop_all()
+        await store.close()
+
+    app = FastAPI(title="reactchat", version="0.1.0", lifespan=lifespan, docs_url="/docs", redoc_url=None)
+    app.state.server = server
+    _error_handlers(app)
+    _session_routes(app, server)
+    from reactchat.server._openai import openai_routes
+
+    openai_routes(app, server)
+    _page_routes(app)
+    app.add_middleware(Guard, token=config.token, max_body=config.max_body, max_upload=config.max_upload)
+    return app
+
+
+def default_agent(config: ServerConfig, store: Store) -> Agent:
+    """The agent of ``reactchat serve``: the configured model, a calculator and ask_user
+    (``create_app`` adds the uploaded files' ``search_files``)."""
+    from reactchat.toolbox import calculator
+
+    return Agent(
+        model=config.model, tools=[calculator], protocol=config.protocol, max_steps=config.max_steps, store=store
+    )
+
+
+def error(status: int, message: str, kind: str) -> JSONResponse:
+    """An error body in the OpenAI shape, so the official SDKs show the message."""
+    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
+
+
+def _error_handlers(app: FastAPI) -> None:
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return error(404, f"{exc}: create one with POST /v1/sessions", "not_found")
+
+    async def busy(request: Request, exc: Exception) -> Response:
+        return error(409, str(exc), "session_busy")
+
+    async def answered(request: Request, exc: Exception) -> Response:
+        return error(409, f"{exc}; reload the session to see its current state", "already_answered")
+
+    async def invalid(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        problems = []
+        for item in exc.errors():
+            where = ".".join(str(part) for part in item.get("loc", ()) if part != "body")
+            problems.append(f"{where}: {item.get('msg')}" if where else str(item.get("msg")))
+        return error(422, "invalid request: " + "; ".join(problems), "invalid_request_error")
+
+    async def http(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        return error(exc.status_code, str(exc.detail), "invalid_request_error" if exc.status_code < 500 else "server")
+
+    app.add_exception_handler(SessionNotFound, not_found)
+    app.add_exception_handler(SessionBusy, busy)
+    app.add_exception_handler(AlreadyAnswered, answered)
+    app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(HTTPException, http)
+
+
+def _session_routes(app: FastAPI, server: Server) -> None:
+    store = server.store
+
+    @app.post("/v1/sessions", status_code=201)
+    async def create_session(body: NewSession | None = None) -> dict[str, Any]:
+        """Create a session; the body may name it (``{"session": "my-id"}``)."""
+        wanted = body.session if body is not None else None
+        if wanted is not None and await store.exists(wanted):
+            return {"session": wanted, "created": False}
+        return {"session": await store.create_session(wanted), "created": True}
+
+    @app.get("/v1/sessions/{session}")
+    async def get_session(session: str) -> dict[str, Any]:
+        """The session's turns with their events, its status, the pending question and files."""
+        if not await store.exists(session):
+            raise SessionNotFound(f"no session {session!r}")
+        return await session_view(server, session)
+
+    @app.post("/v1/sessions/{session}/messages", response_model=None)
+    async def post_message(session: str, body: MessageIn) -> Response:
+        """Run a turn (or answer the pending question) and stream its events as SSE."""
+        feed = await server.turns.start(server.agent, session, body.message, body.reply_to)
+
+        async def files_left() -> dict[str, Any]:
+            return {"files": await server.files.list(session)} if server.files is not None else {}
+
+        if body.stream:
+            return StreamingResponse(sse(feed, files_left), media_type="text/event-stream", headers=SSE_HEADERS)
+        events, failure = await feed.events()
+        result = summary(session, events, failure is not None)
+        result["events"] = [json.loads(e.model_dump_json()) for e in events]
+        if failure is not None:
+            result["error"] = failure_event(session, failure).message
+        result.update(await files_left())
+        return JSONResponse(result)
+
+    from reactchat.server._files import file_routes
+
+    file_routes(app, server)
+
+
+async def session_view(server: Server, session: str) -> dict[str, Any]:
+    """What ``GET /v1/sessions/{id}`` returns."""
+    state = SessionState.from_events(session, await server.store.events(session))
+    last = state.last
+    pending = last.pending if last else None
+    status = "running" if server.turns.is_running(session) else last.status if last else "new"
+    return {
+        "session": session,
+        "status": status,
+        "pending": {"question": pending[0].question, "reply_to": pending[0].call_id} if pending else None,
+        "turns": [_turn_view(turn) for turn in state.turns],
+        "history": state.history(),
+        "files": await server.files.list(session) if server.files is not None else [],
+        "files_enabled": server.files is not None,
+    }
+
+
+def _turn_view(turn: Turn) -> dict[str, Any]:
+    answer = turn.answer
+    return {
+        "turn": turn.index,
+        "question": turn.question,
+        "status": turn.status,
+        "answer": answer.text if answer else None,
+        "events": [json.loads(e.model_dump_json()) for e in turn.events],
+    }
+
+
+def _page_routes(app: FastAPI) -> None:
+    static = resources.files("reactchat.server") / "static"
+
+    @app.get("/", response_class=HTMLResponse, include_in_schema=False)
+    async def page() -> HTMLResponse:
+        return HTMLResponse(static.joinpath("index.html").read_text(encoding="utf-8"))
+
+    app.mount("/static", StaticFiles(directory=str(static)), name="static")

@@ -1,0 +1,107 @@
+"""Uploaded files: the routes over ``reactchat.knowledge``, when it is installed.
+
+A file uploaded to a session becomes a temporary knowledge base that the agent can
+search; it is forgotten after its retention in rounds, or when the context is cleared.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Annotated, Any
+
+from fastapi import FastAPI, File, Form, UploadFile
+
+from reactchat.store import SessionNotFound
+
+if TYPE_CHECKING:
+    from reactchat.agent import Agent
+    from reactchat.server._app import Server
+
+
+class FilesUnavailable(RuntimeError):
+    """The knowledge module is not installed."""
+
+
+class Files:
+    """The server's view of a session's uploaded files."""
+
+    def __init__(self, kb: Any, module: Any) -> None:
+        self.kb = kb
+        self.module = module
+
+    @classmethod
+    def attach(cls, agent: Agent, max_bytes: int) -> Files | None:
+        """Give ``agent`` the session's files (``search_files``, rounds counted per turn).
+
+        None when ``reactchat.knowledge`` is not installed: the server then runs without uploads.
+        """
+        try:
+            module = importlib.import_module("reactchat.knowledge")
+        except ImportError:
+            return None
+        if not hasattr(module, "attach"):  # a partial install (or a namespace package)
+            return None
+        kb = getattr(agent, "services", {}).get("knowledge")
+        if kb is None:
+            kb = module.attach(agent, module.KnowledgeBase.for_store(agent.store, max_bytes=max_bytes))
+        return cls(kb, module)
+
+    async def list(self, session: str) -> list[dict[str, Any]]:
+        """Each file of the session: name, size, chunks and rounds left."""
+        return [file_view(info) for info in await self.kb.files(session)]
+
+    async def add(self, session: str, name: str, data: bytes, retention: int | None) -> dict[str, Any]:
+        """Index one file; raises the knowledge module's ``FileRejected`` for bad input."""
+        return file_view(await self.kb.add_file(session, name, data, retention=retention))
+
+    async def clear(self, session: str) -> None:
+        """Forget the session's files."""
+        await self.kb.clear(session)
+
+
+def file_view(info: Any) -> dict[str, Any]:
+    """A ``FileInfo`` as JSON."""
+    return {
+        key: getattr(info, key, None) for key in ("id", "name", "size", "chunks", "pages", "rounds_left", "retention")
+    }
+
+
+def file_routes(app: FastAPI, server: Server) -> None:
+    """``POST /v1/sessions/{id}/files`` and ``DELETE /v1/sessions/{id}/context``."""
+    from reactchat.server._app import error
+
+    @app.post("/v1/sessions/{session}/files", status_code=201, response_model=None)
+    async def upload(
+        session: str, file: Annotated[UploadFile, File()], retention: Annotated[int | None, Form()] = None
+    ) -> Any:
+        """Add a file to the session's knowledge; ``retention`` is in rounds."""
+        if not await server.store.exists(session):
+            raise SessionNotFound(f"no session {session!r}")
+        if server.files is None:
+            return error(501, "file uploads need reactchat.knowledge: pip install 'reactchat[files]'", "unavailable")
+        if retention is not None and retention < 1:
+            return error(422, "invalid request: retention must be at least 1 round", "invalid_request_error")
+        data = await file.read()
+        try:
+            info = await server.files.add(session, file.filename or "", data, retention or server.config.file_retention)
+        except server.files.module.FileRejected as exc:
+            return error(_rejection_status(str(exc), len(data), server.files.kb), str(exc), "file_rejected")
+        return {"file": info, "files": await server.files.list(session)}
+
+    @app.delete("/v1/sessions/{session}/context")
+    async def clear_context(session: str) -> dict[str, Any]:
+        """Forget the session's uploaded files."""
+        if not await server.store.exists(session):
+            raise SessionNotFound(f"no session {session!r}")
+        if server.files is not None:
+            await server.files.clear(session)
+        return {"session": session, "files": []}
+
+
+def _rejection_status(message: str, size: int, kb: Any) -> int:
+    """413 for a file over the size limit, 415 for a type that cannot be read, else 400."""
+    if size > getattr(kb, "max_bytes", size):
+        return 413
+    if "supported" in message or "unknown type" in message:
+        return 415
+    return 400

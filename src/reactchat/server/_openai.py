@@ -1,0 +1,292 @@
+"""The OpenAI-compatible endpoint: ``POST /v1/chat/completions`` and ``GET /v1/models``.
+
+Any OpenAI client can talk to the agent. What it sees:
+
+* ``choices[0].message.content`` is the final answer, or the agent's pending
+  ask_user question; the next user message then answers that question and the run
+  resumes with its reasoning intact;
+* ``choices[0].message.reasoning_content`` holds the steps (Thought / Action /
+  Observation) as text; when streaming, each step arrives as a delta with
+  ``reasoning_content`` the moment it is durable, the answer as a ``content`` delta;
+* ``reactchat`` (an extra top-level field; in the last chunk when streaming) holds
+  ``session``, ``status`` (done, waiting, stopped) and ``reply_to``. The ``X-Session-Id``
+  response header holds the session too.
+
+Which session a request belongs to:
+
+1. explicit: ``session_id`` in the body (``extra_body={"session_id": ...}``),
+   ``metadata={"session_id": ...}`` or the ``X-Session-Id`` header. The store holds the
+   history; only the last user message is used, and it answers a pending question.
+2. otherwise, derived from the messages, so a stateless client resumes a pending question:
+   a turn started by messages ``M`` runs in session ``oa-sha256(user, M)``; a request whose
+   messages end ``…, user U, assistant Q, user A`` answers question ``Q`` of the session
+   derived from the messages up to ``U`` (looking further back over earlier question/answer
+   pairs of the same turn) if that session still waits on ``Q``. A new turn's session is
+   seeded with the earlier user/assistant pairs as its history. ``user`` (or
+   ``safety_identifier``) is part of the hash: set it to keep identical conversations of
+   different people apart.
+
+System messages and client-side ``tools`` are not passed to the agent (the server's
+agent has its own instructions and tools); the ``model`` field is echoed back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, Literal
+
+from fastapi import FastAPI, Header
+from fastapi.responses import JSONResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from reactchat.messages import (
+    ActionEvent,
+    AnswerEvent,
+    ErrorEvent,
+    Event,
+    ObservationEvent,
+    QuestionEvent,
+    ThoughtEvent,
+    UserEvent,
+)
+from reactchat.server._turns import KEEPALIVE, TurnFeed, failure_event, summary
+from reactchat.session import SessionState, Turn
+
+if TYPE_CHECKING:
+    from reactchat.server._app import Server
+
+#: how far back to look for the question a message answers (question/answer pairs)
+MAX_QUESTIONS = 20
+#: suffixes tried when two conversations hash alike (the same conversation sent twice)
+MAX_TWINS = 20
+
+
+class ChatMessage(BaseModel):
+    """One OpenAI chat message; ``content`` may be a string or a list of parts."""
+
+    model_config = ConfigDict(extra="allow")
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[dict[str, Any]] | None = None
+
+    @property
+    def text(self) -> str:
+        """The text of the message (text parts joined)."""
+        if isinstance(self.content, list):
+            return "".join(str(p.get("text", "")) for p in self.content if p.get("type") in ("text", "input_text"))
+        return self.content or ""
+
+
+class ChatRequest(BaseModel):
+    """The part of an OpenAI chat completion request the agent uses; other fields are accepted."""
+
+    model_config = ConfigDict(extra="allow")
+    model: str = ""
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    user: str | None = None
+    safety_identifier: str | None = None
+    metadata: dict[str, str] | None = None
+    session_id: str | None = Field(default=None, min_length=1, max_length=200)
+
+
+def openai_routes(app: FastAPI, server: Server) -> None:
+    """Register ``/v1/models`` and ``/v1/chat/completions``."""
+    from reactchat.server._app import error
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, Any]:
+        """The one model this server serves (the agent)."""
+        return {
+            "object": "list",
+            "data": [{"id": server.config.served_model, "object": "model", "created": 0, "owned_by": "reactchat"}],
+        }
+
+    @app.post("/v1/chat/completions", response_model=None)
+    async def chat_completions(body: ChatRequest, x_session_id: str | None = Header(default=None)) -> Response:
+        """Run the agent on the conversation's last user message."""
+        talk = [m for m in body.messages if m.role in ("user", "assistant")]
+        if not talk or talk[-1].role != "user" or not talk[-1].text.strip():
+            return error(
+                422, "invalid request: the last message must be a non-empty user message", "invalid_request_error"
+            )
+        explicit = body.session_id or (body.metadata or {}).get("session_id") or x_session_id
+        if explicit:
+            if not await server.store.exists(explicit):
+                await server.store.create_session(explicit)
+            session, reply_to = explicit, None
+        else:
+            session, reply_to = await _derive_session(server, body, talk)
+        feed = await server.turns.start(server.agent, session, talk[-1].text, reply_to)
+        model = body.model or server.config.served_model
+        completion = f"chatcmpl-{uuid.uuid4().hex}"
+        headers = {"X-Session-Id": session}
+        if body.stream:
+            chunks = _chunks(feed, completion, model)
+            headers["Cache-Control"] = "no-cache"
+            return StreamingResponse(chunks, media_type="text/event-stream", headers=headers)
+        events, failure = await feed.events()
+        if failure is not None:
+            return error(502, failure_event(session, failure).message, "agent_error")
+        return JSONResponse(_completion(session, events, completion, model), headers=headers)
+
+
+# --------------------------------------------------------------- session mapping
+
+
+def _key(body: ChatRequest, messages: list[ChatMessage]) -> str:
+    who = body.user or body.safety_identifier or ""
+    system = [m.text for m in body.messages if m.role in ("system", "developer")]
+    data = json.dumps([who, system, [(m.role, m.text) for m in messages]], ensure_ascii=False)
+    return "oa-" + hashlib.sha256(data.encode()).hexdigest()[:32]
+
+
+def _twins(key: str) -> list[str]:
+    return [key] + [f"{key}-{n}" for n in range(2, MAX_TWINS + 1)]
+
+
+async def _derive_session(server: Server, body: ChatRequest, talk: list[ChatMessage]) -> tuple[str, str | None]:
+    """The session waiting on the question this message answers, else a new one for this turn."""
+    store = server.store
+    asked = talk[-2].text if len(talk) >= 2 and talk[-2].role == "assistant" else None
+    if asked is not None:
+        end = len(talk) - 2  # talk[end - 1] is the user message before the question
+        for _ in range(MAX_QUESTIONS):
+            if end < 1 or talk[end - 1].role != "user":
+                break
+            for candidate in _twins(_key(body, talk[:end])):
+                if not await store.exists(candidate):
+                    break
+                last = SessionState.from_events(candidate, await store.events(candidate)).last
+                pending = last.pending if last else None
+                if pending is not None and pending[0].question.strip() == asked.strip():
+                    return candidate, pending[0].call_id
+            end -= 2  # an earlier question of the same turn: …, user U, assistant Q1, user A1, assistant Q2
+            if end < 1 or talk[end].role != "assistant":
+                break
+    return await _new_session(server, body, talk), None
+
+
+async def _new_session(server: Server, body: ChatRequest, talk: list[ChatMessage]) -> str:
+    store = server.store
+    owner = uuid.uuid4().hex
+    for candidate in _twins(_key(body, talk)):
+        if await store.exists(candidate):
+            continue  # the same conversation again (a retry, a regenerate): a fresh twin
+        try:
+            await store.create_session(candidate)
+        except Exception:  # another worker created it first
+            continue
+        if not await store.try_lock(candidate, owner, 60.0):
+            continue
+        try:
+            if await store.events(candidate):
+                continue
+            for turn, (question, answer) in enumerate(_pairs(talk[:-1]), start=1):
+                await store.append(UserEvent(session=candidate, turn=turn, text=question))
+                await store.append(AnswerEvent(session=candidate, turn=turn, text=answer))
+            return candidate
+        finally:
+            await store.unlock(candidate, owner)
+    return await store.create_session()
+
+
+def _pairs(messages: list[ChatMessage]) -> list[tuple[str, str]]:
+    """Earlier (user, assistant) exchanges, consecutive messages of one role joined."""
+    pairs: list[tuple[str, str]] = []
+    question: list[str] = []
+    for message in messages:
+        if message.role == "user":
+            question.append(message.text)
+        elif question:
+            pairs.append(("\n".join(question), message.text))
+            question = []
+    return pairs
+
+
+# --------------------------------------------------------------------- responses
+
+
+def reasoning(event: Event) -> str:
+    """One event as a line of the visible reasoning (empty for events that are not steps)."""
+    if isinstance(event, ThoughtEvent) and event.text:
+        return f"Thought: {event.text}\n"
+    if isinstance(event, ActionEvent):
+        value = event.input if isinstance(event.input, str) else json.dumps(event.input, ensure_ascii=False)
+        return f"Action: {event.tool}\nAction Input: {value}\n"
+    if isinstance(event, ObservationEvent):
+        return f"Observation: {event.text}\n"
+    if isinstance(event, ErrorEvent) and event.kind == "format":
+        return f"Observation: {event.message}\n"
+    if isinstance(event, AnswerEvent) and event.thought:
+        return f"Thought: {event.thought}\n"
+    return ""
+
+
+def _content(end: dict[str, Any]) -> str:
+    return str(end["answer"] if end["answer"] is not None else end["question"] or "")
+
+
+def _extra(end: dict[str, Any]) -> dict[str, Any]:
+    return {key: end[key] for key in ("session", "status", "turn", "reply_to", "reason")}
+
+
+def _completion(session: str, events: list[Event], completion: str, model: str) -> dict[str, Any]:
+    end = summary(session, events)
+    last = [e for e in events if e.turn == end["turn"]]
+    usage = Turn(end["turn"], "", last).usage
+    return {
+        "id": completion,
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {
+                    "role": "assistant",
+                    "content": _content(end),
+                    "reasoning_content": "".join(reasoning(e) for e in last),
+                },
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+        "usage": {
+            "prompt_tokens": usage.input_tokens,
+            "completion_tokens": usage.output_tokens,
+            "total_tokens": usage.input_tokens + usage.output_tokens,
+        },
+        "reactchat": _extra(end),
+    }
+
+
+async def _chunks(feed: TurnFeed, completion: str, model: str) -> AsyncIterator[str]:
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        choice = {"index": 0, "delta": delta, "finish_reason": finish, "logprobs": None}
+        body = {"id": completion, "object": "chat.completion.chunk", "created": created, "model": model}
+        return f"data: {json.dumps({**body, 'choices': [choice], **extra}, ensure_ascii=False)}\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    events: list[Event] = []
+    async for item in feed.items(KEEPALIVE):
+        if item is None:
+            yield ": keepalive\n\n"
+        elif isinstance(item, BaseException):
+            message = failure_event(feed.session, item).message
+            yield f"data: {json.dumps({'error': {'message': message, 'type': 'agent_error', 'code': 502}})}\n\n"
+            return
+        else:
+            events.append(item)
+            text = reasoning(item) if not isinstance(item, QuestionEvent) else ""
+            if text:
+                yield chunk({"reasoning_content": text})
+    end = summary(feed.session, events)
+    yield chunk({"content": _content(end)})
+    yield chunk({}, "stop", reactchat=_extra(end))
+    yield "data: [DONE]\n\n"

@@ -1,0 +1,152 @@
+"""Turns running in this server process, and their events as Server-Sent Events.
+
+A turn runs in its own task, not in the request that started it: a client that
+disconnects (a page reload, a dropped connection) does not cut a turn in half. Every
+event is in the store before it is sent, so any worker can show or resume the session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from reactchat.agent import Agent
+from reactchat.messages import ErrorEvent, Event
+from reactchat.models import ModelError
+from reactchat.session import Turn
+
+log = logging.getLogger("reactchat.server")
+
+#: seconds between SSE comments while a model call is slow, so proxies keep the stream open
+KEEPALIVE = 15.0
+
+Item = Event | BaseException | None
+
+
+@dataclass
+class TurnFeed:
+    """The events of one running turn, as they become durable."""
+
+    session: str
+    queue: asyncio.Queue[Item] = field(default_factory=asyncio.Queue)
+
+    async def items(self, keepalive: float = KEEPALIVE) -> AsyncIterator[Event | BaseException | None]:
+        """Events (and a failure, if any) until the turn ends; ``None`` while idle for ``keepalive``."""
+        while True:
+            try:
+                item = await asyncio.wait_for(self.queue.get(), timeout=keepalive)
+            except TimeoutError:
+                yield None
+                continue
+            if item is None:
+                return
+            yield item
+
+    async def events(self) -> tuple[list[Event], BaseException | None]:
+        """Wait for the turn to end: its events and the failure that ended it, if any."""
+        events: list[Event] = []
+        failure: BaseException | None = None
+        async for item in self.items():
+            if isinstance(item, BaseException):
+                failure = item
+            elif item is not None:
+                events.append(item)
+        return events, failure
+
+
+class Turns:
+    """The turns this process is running, by session."""
+
+    def __init__(self) -> None:
+        self.running: dict[str, asyncio.Task[None]] = {}
+
+    async def start(self, agent: Agent, session: str, message: str, reply_to: str | None) -> TurnFeed:
+        """Start a turn. ``SessionBusy``, ``SessionNotFound`` and ``AlreadyAnswered`` raise
+        here, before anything is recorded, so the request can answer with a clear status."""
+        stream = agent.stream(message, session, reply_to=reply_to)
+        first = await anext(stream)
+        feed = TurnFeed(session)
+        feed.queue.put_nowait(first)
+        task = asyncio.create_task(_pump(stream, feed))
+        self.running[session] = task
+        task.add_done_callback(lambda _: self.running.pop(session, None))
+        return feed
+
+    def is_running(self, session: str) -> bool:
+        """Whether this process is running a turn of ``session``."""
+        return session in self.running
+
+    async def stop_all(self) -> None:
+        """Cancel running turns at shutdown; their events so far stay in the store."""
+        tasks = list(self.running.values())
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def _pump(stream: AsyncIterator[Event], feed: TurnFeed) -> None:
+    try:
+        async for event in stream:
+            feed.queue.put_nowait(event)
+    except Exception as exc:
+        log.exception("turn of session %s failed", feed.session)
+        feed.queue.put_nowait(exc)
+    finally:
+        feed.queue.put_nowait(None)
+
+
+def failure_event(session: str, exc: BaseException) -> ErrorEvent:
+    """An error event for a turn that failed (it is not stored: the loop stored its own)."""
+    return ErrorEvent(
+        session=session,
+        kind="model" if isinstance(exc, ModelError) else "internal",
+        message=f"{type(exc).__name__}: {exc}",
+    )
+
+
+def summary(session: str, events: list[Event], failed: bool = False) -> dict[str, Any]:
+    """How a turn ended: ``status`` (done, waiting, stopped, interrupted), answer, question."""
+    last = events[-1].turn if events else 0
+    turn = Turn(last, "", [e for e in events if e.turn == last])
+    answer, pending = turn.answer, turn.pending
+    return {
+        "session": session,
+        "turn": last,
+        "status": "interrupted" if failed or not events else turn.status,
+        "answer": answer.text if answer else None,
+        "reason": answer.reason if answer else "",
+        "question": pending[0].question if pending else None,
+        "reply_to": pending[0].call_id if pending else None,
+    }
+
+
+def frame(kind: str, data: str) -> str:
+    """One SSE frame."""
+    return f"event: {kind}\ndata: {data}\n\n"
+
+
+async def sse(feed: TurnFeed, extra: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> AsyncIterator[str]:
+    """The turn as SSE: one frame per event (``event: <type>``), then ``event: end`` with
+    the ``summary`` and whatever ``extra()`` adds (the files and their rounds left)."""
+    events: list[Event] = []
+    failed = False
+    async for item in feed.items():
+        if item is None:
+            yield ": keepalive\n\n"
+        elif isinstance(item, BaseException):
+            failed = True
+            yield frame("error", failure_event(feed.session, item).model_dump_json())
+        else:
+            events.append(item)
+            yield frame(item.type, item.model_dump_json())
+    end = summary(feed.session, events, failed)
+    if extra is not None:
+        end.update(await extra())
+    yield frame("end", json.dumps(end))

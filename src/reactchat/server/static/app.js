@@ -1,0 +1,236 @@
+// The reactchat web page: plain JS, no build step.
+// Talks to /v1/sessions; the session id lives in localStorage so a reload resumes the chat.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const KEY = "reactchat.session";
+const TOKEN = "reactchat.token";
+let session = localStorage.getItem(KEY);
+let replyTo = null;   // call_id of the question the next message answers
+let busy = false;
+
+function headers(extra = {}) {
+  const token = localStorage.getItem(TOKEN);
+  return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
+}
+
+async function askToken() {
+  const dialog = $("token-dialog");
+  dialog.showModal();
+  await new Promise((resolve) => dialog.addEventListener("close", resolve, { once: true }));
+  localStorage.setItem(TOKEN, $("token").value.trim());
+}
+
+// fetch with the token; a 401 asks for the token and tries again
+async function api(method, path, body, options = {}) {
+  for (;;) {
+    const init = { method, headers: headers(body ? { "Content-Type": "application/json" } : {}), ...options };
+    if (body) init.body = JSON.stringify(body);
+    const response = await fetch(path, init);
+    if (response.status !== 401) return response;
+    await askToken();
+  }
+}
+
+async function errorText(response) {
+  try { return (await response.json()).error.message; } catch { return `HTTP ${response.status}`; }
+}
+
+function setStatus(text) { $("status").textContent = text; }
+
+function add(cls, text, testid) {
+  const div = document.createElement("div");
+  div.className = `msg ${cls}`;
+  div.textContent = text;
+  if (testid) div.dataset.testid = testid;
+  $("log").append(div);
+  div.scrollIntoView({ block: "end" });
+  return div;
+}
+
+function step(title, body) {
+  const details = document.createElement("details");
+  details.className = "step";
+  details.dataset.testid = "step";
+  const summary = document.createElement("summary");
+  summary.textContent = title;
+  const pre = document.createElement("pre");
+  pre.textContent = body;
+  details.append(summary, pre);
+  $("log").append(details);
+  details.scrollIntoView({ block: "end" });
+}
+
+// One stored or streamed event on the page.
+function show(event) {
+  switch (event.type) {
+    case "user": add("user", event.text, "user"); break;
+    case "thought": if (event.text) step(`Thought: ${event.text.split("\n")[0]}`, event.text); break;
+    case "action": {
+      const input = typeof event.input === "string" ? event.input : JSON.stringify(event.input);
+      if (event.tool !== "ask_user") step(`Action: ${event.tool}`, input);
+      break;
+    }
+    case "observation":
+      if (event.tool !== "ask_user") step(`Observation${event.is_error ? " (error)" : ""}: ${event.tool}`, event.text);
+      break;
+    case "question": add("question", event.question, "question"); break;
+    case "answer":
+      if (event.thought) step(`Thought: ${event.thought.split("\n")[0]}`, event.thought);
+      add("answer", event.text, "answer");
+      break;
+    case "error":
+      if (event.kind === "format") step("Format correction", event.message);
+      else add("error", event.message, "error");
+      break;
+  }
+}
+
+function setPending(pending) {
+  replyTo = pending ? pending.reply_to : null;
+  $("pending").hidden = !pending;
+  $("pending").textContent = pending ? `The agent asks: ${pending.question}` : "";
+  $("input").placeholder = pending ? "Your answer…" : "Ask something…";
+}
+
+function showFiles(files) {
+  const list = $("files");
+  list.replaceChildren();
+  for (const file of files) {
+    const li = document.createElement("li");
+    const rounds = file.rounds_left === 1 ? "1 round left" : `${file.rounds_left} rounds left`;
+    li.textContent = `${file.name} · ${rounds}`;
+    list.append(li);
+  }
+}
+
+async function newSession() {
+  const response = await api("POST", "/v1/sessions");
+  session = (await response.json()).session;
+  localStorage.setItem(KEY, session);
+  $("log").replaceChildren();
+  setPending(null);
+  showFiles([]);
+  setStatus("");
+}
+
+// Rebuild the page from the stored session; follows a turn that is still running.
+async function load() {
+  if (!session) return newSession();
+  const response = await api("GET", `/v1/sessions/${encodeURIComponent(session)}`);
+  if (response.status === 404) return newSession();
+  if (!response.ok) return setStatus(await errorText(response));
+  const view = await response.json();
+  $("log").replaceChildren();
+  for (const turn of view.turns) for (const event of turn.events) show(event);
+  setPending(view.pending);
+  showFiles(view.files);
+  $("files-bar").hidden = !view.files_enabled;
+  setStatus(view.status === "running" ? "The agent is working…" : "");
+  if (view.status === "running") setTimeout(load, 1000);
+}
+
+// POST a message and render its SSE events as they arrive.
+async function send(text) {
+  busy = true;
+  $("send").disabled = true;
+  setStatus("The agent is working…");
+  const body = { message: text };
+  if (replyTo) body.reply_to = replyTo;
+  setPending(null);
+  try {
+    const response = await api("POST", `/v1/sessions/${encodeURIComponent(session)}/messages`, body);
+    if (!response.ok) {
+      add("error", await errorText(response), "error");
+      if (response.status === 409) await load();
+      return;
+    }
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        frame(buffer.slice(0, cut));
+        buffer = buffer.slice(cut + 2);
+      }
+    }
+  } catch (error) {
+    add("error", `Connection lost: ${error}. Reload to see where the agent is.`, "error");
+  } finally {
+    busy = false;
+    $("send").disabled = false;
+  }
+}
+
+function frame(block) {
+  let kind = "message";
+  let data = "";
+  for (const line of block.split("\n")) {
+    if (line.startsWith("event: ")) kind = line.slice(7);
+    else if (line.startsWith("data: ")) data += line.slice(6);
+  }
+  if (!data) return;  // a keepalive comment
+  const payload = JSON.parse(data);
+  if (kind !== "end") return show(payload);
+  setStatus(payload.status === "interrupted" ? "The turn was interrupted; send a message to continue." : "");
+  setPending(payload.status === "waiting" ? { question: payload.question, reply_to: payload.reply_to } : null);
+  if (payload.files) showFiles(payload.files);
+}
+
+function upload(file) {
+  const form = new FormData();
+  form.append("file", file);
+  const xhr = new XMLHttpRequest();
+  const bar = $("progress");
+  xhr.open("POST", `/v1/sessions/${encodeURIComponent(session)}/files`);
+  for (const [name, value] of Object.entries(headers())) xhr.setRequestHeader(name, value);
+  bar.hidden = false;
+  bar.value = 0;
+  $("upload-note").textContent = `Uploading ${file.name}…`;
+  xhr.upload.onprogress = (e) => { if (e.lengthComputable) bar.value = (100 * e.loaded) / e.total; };
+  xhr.upload.onload = () => { $("upload-note").textContent = `Reading ${file.name}…`; };
+  xhr.onload = async () => {
+    bar.value = 100;
+    let body = {};
+    try { body = JSON.parse(xhr.responseText); } catch { /* not JSON: reported below */ }
+    if (xhr.status === 401) { await askToken(); return upload(file); }
+    if (xhr.status >= 400) {
+      $("upload-note").textContent = body.error ? body.error.message : `Upload failed (HTTP ${xhr.status})`;
+    } else {
+      $("upload-note").textContent = `${body.file.name}: ${body.file.chunks} passages, ${body.file.rounds_left} rounds left`;
+      showFiles(body.files);
+    }
+    setTimeout(() => { bar.hidden = true; }, 800);
+  };
+  xhr.onerror = () => { $("upload-note").textContent = "Upload failed: the connection was lost."; bar.hidden = true; };
+  xhr.send(form);
+}
+
+$("composer").addEventListener("submit", (e) => {
+  e.preventDefault();
+  const text = $("input").value.trim();
+  if (!text || busy) return;
+  $("input").value = "";
+  send(text);
+});
+$("input").addEventListener("keydown", (e) => {
+  if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
+});
+$("file").addEventListener("change", () => {
+  const file = $("file").files[0];
+  if (file) upload(file);
+  $("file").value = "";
+});
+$("clear").addEventListener("click", async () => {
+  const response = await api("DELETE", `/v1/sessions/${encodeURIComponent(session)}/context`);
+  if (!response.ok) return setStatus(await errorText(response));
+  showFiles([]);
+  $("upload-note").textContent = "";
+  add("note", "Context cleared: the uploaded files are forgotten.", "note");
+});
+$("new").addEventListener("click", () => newSession());
+
+load();

@@ -1,0 +1,149 @@
+"""Helpers for the server tests: a rule-driven model and a real uvicorn on loopback.
+
+``RuleModel`` answers from the request itself (the question and the observations
+so far), so any number of sessions and server processes can share it in any order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import uvicorn
+
+from reactchat import Agent
+from reactchat.messages import Reply, Request, TextPart
+from reactchat.models import ModelError
+from reactchat.server import ServerConfig, create_app
+from reactchat.toolbox import calculator
+
+
+def _question(request: Request) -> str:
+    user = request.messages[1]
+    text = getattr(user, "content", "")
+    return text.rsplit("Question:", 1)[-1].strip()
+
+
+def _observations(request: Request) -> list[str]:
+    scratchpad = request.messages[-1]
+    text = getattr(scratchpad, "text", "")
+    return re.findall(r"Observation: (.*?)\nThought:", text, re.S)
+
+
+def _act(thought: str, tool: str, value: dict[str, Any]) -> str:
+    return f" {thought}\nAction: {tool}\nAction Input: {json.dumps(value)}"
+
+
+class RuleModel:
+    """A text-ReAct model whose replies follow from the question (see ``reply``)."""
+
+    name = "rules"
+    supports_tools = False
+    supports_grammar = False
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.delay = delay
+        self.calls = 0
+
+    async def complete(self, request: Request) -> Reply:
+        """Answer one request after ``delay`` seconds."""
+        self.calls += 1
+        # "slow" questions take a second a step, to observe a turn while it runs
+        await asyncio.sleep(1.0 if "slow" in _question(request).lower() else self.delay)
+        return Reply(parts=[TextPart(text=reply(request))])
+
+
+def reply(request: Request) -> str:
+    """The rules: "how far" asks where the user is, "compute X" uses the calculator, "two
+    questions" asks twice, "slow" takes a second per step, "fail" raises, "files" searches the uploads;
+    anything else is echoed back as the final answer."""
+    question = _question(request)
+    seen = _observations(request)
+    lowered = question.lower()
+    if request.react is None:
+        return f" best effort for {question}"
+    if "fail" in lowered:
+        raise ModelError("the rule model was told to fail")
+    if "how far" in lowered:
+        if not seen:
+            return _act("I need to know where the user is.", "ask_user", {"question": "Where are you?"})
+        return f" The user is in {seen[-1]}.\nFinal Answer: From {seen[-1]}, Paris is 400 km away."
+    if "two questions" in lowered:
+        if not seen:
+            return _act("First the city.", "ask_user", {"question": "Which city?"})
+        if len(seen) == 1:
+            return _act("Then the unit.", "ask_user", {"question": "Which unit?"})
+        return f" Both known.\nFinal Answer: {seen[0]} in {seen[1]}"
+    computed = re.search(r"compute (.+)", question)
+    if computed:
+        if not seen:
+            return _act("Use the calculator.", "calculator", {"expression": computed.group(1)})
+        return f" I know it.\nFinal Answer: {seen[-1]}"
+    if "files" in lowered:
+        if not seen:
+            return _act("Search the files.", "search_files", {"query": question.split(":", 1)[-1].strip()})
+        return f" Found.\nFinal Answer: {seen[-1][:300]}"
+    if seen:
+        return f" Done.\nFinal Answer: {seen[-1]}"
+    return f" Simple.\nFinal Answer: echo: {question}"
+
+
+def make_agent(store: Any, delay: float = 0.0) -> Agent:
+    """An agent with the rule model, the calculator and ask_user."""
+    return Agent(model=RuleModel(delay), tools=[calculator], store=store)
+
+
+def make_app(store: str = "memory:", token: str | None = None, delay: float = 0.0, **options: Any) -> Any:
+    """An app over ``store`` with the rule model."""
+    config = ServerConfig(model="rules", store=store, token=token, **options)
+    return create_app(lambda s: make_agent(s, delay), config=config)
+
+
+def app_from_env() -> Any:
+    """For ``uvicorn --factory``: the rule model over ``REACTCHAT_DB``."""
+    return make_app(os.environ["REACTCHAT_DB"], os.environ.get("REACTCHAT_TOKEN") or None)
+
+
+@contextmanager
+def running(app: Any) -> Iterator[str]:
+    """Serve ``app`` with uvicorn on a free loopback port; yields the base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        if time.monotonic() > deadline or not thread.is_alive():
+            raise RuntimeError("uvicorn did not start")
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def parse_sse(text: str) -> list[tuple[str, dict[str, Any]]]:
+    """SSE text → ``[(event, data), ...]`` (comments skipped)."""
+    frames = []
+    for block in text.strip().split("\n\n"):
+        kind, data = "message", ""
+        for line in block.splitlines():
+            if line.startswith("event: "):
+                kind = line[7:]
+            elif line.startswith("data: "):
+                data += line[6:]
+        if data:
+            frames.append((kind, json.loads(data)))
+    return frames
