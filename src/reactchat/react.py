@@ -191,6 +191,8 @@ def _action(
 def _tool_name(text: str) -> tuple[str, str | None]:
     """Tool name and, for ``Search[query]`` or ``f(x)`` forms, the inline input."""
     text = text.strip().strip("`'\"*").strip()
+    if text.isidentifier():
+        return text, None  # the common case, without the regexes below
     if match := _BRACKET_CALL.match(text):
         return match.group(1), match.group(2)
     if match := _PAREN_CALL.match(text):
@@ -205,7 +207,7 @@ def _join(parts: list[str]) -> str:
 
 
 def _strip_pause(text: str) -> str:
-    return _PAUSE.sub("", text)
+    return _PAUSE.sub("", text) if "pause" in text.casefold() else text
 
 
 def _format_error(pack: PromptPack, kind: str, tool_names: str, tool: str = "") -> FormatError:
@@ -235,9 +237,9 @@ def parse_input(raw: str) -> ToolInput:
     if stop < start:
         return text  # an opening brace and no closing one: broken, let the tool say so
     candidate = text[start : stop + 1]
-    for attempt in (candidate, _repair(candidate)):
+    for repair in (False, True):
         try:
-            value = json.loads(attempt)
+            value = json.loads(_repair(candidate) if repair else candidate)
         except json.JSONDecodeError:
             continue
         if isinstance(value, dict):
