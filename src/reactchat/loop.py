@@ -29,8 +29,9 @@ from reactchat.messages import (
     Request,
     ThoughtEvent,
     ToolInput,
+    UserEvent,
 )
-from reactchat.models import Model
+from reactchat.models import ContextTooLong, Model
 from reactchat.react import Decision, FormatError
 from reactchat.store import Store
 from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
@@ -96,7 +97,13 @@ class TurnRun:
                 yield await self.best_effort("context")
                 return
             self.step += 1
-            reply, seconds = await self.call_model(request)
+            try:
+                reply, seconds = await self.call_model(request)
+            except ContextTooLong:
+                request = self.shrink_context()
+                if request is None:
+                    raise
+                reply, seconds = await self.call_model(request)
             try:
                 decision = self.transcript.read(reply)
             except FormatError as error:
@@ -203,6 +210,15 @@ class TurnRun:
                 return None
         return self.transcript.request()
 
+    def shrink_context(self) -> Request | None:
+        """After the model said the prompt does not fit: lower the budget below what was
+        sent and elide old observations to fit it; None when nothing could be elided."""
+        before = self.transcript.size
+        self.context_chars = min(self.context_chars, before * 3 // 4)
+        while self.transcript.size > self.context_chars and self.transcript.elide_oldest():
+            pass
+        return self.transcript.request() if self.transcript.size < before else None
+
     async def best_effort(self, reason: str) -> Event:
         """End a run that a guard stopped: one last call asks for the best answer so far."""
         reply, seconds = await self.call_model(self.transcript.request(final=True))
@@ -225,8 +241,13 @@ class TurnRun:
         """
         answered = {e.call_id for e in events if isinstance(e, ObservationEvent)}
         asked = {e.call_id for e in events if isinstance(e, QuestionEvent)}
+        replies = _unrecorded_replies(events, answered)
         for event in events:
-            if isinstance(event, ActionEvent) and event.call_id not in answered | asked:
+            if isinstance(event, ActionEvent) and event.call_id in replies:
+                # the user's answer is durable; only its observation was lost
+                self.step = max(self.step, event.step)
+                yield await self.observe(event.call_id, event.tool, replies[event.call_id], False)
+            elif isinstance(event, ActionEvent) and event.call_id not in answered | asked:
                 self.step = event.step
                 tool = self.tools.get(event.tool)
                 if tool is not None and tool.idempotent:
@@ -237,6 +258,18 @@ class TurnRun:
                     yield await self.observe(event.call_id, event.tool, text, is_error, cut)
                 else:
                     yield await self.observe(event.call_id, event.tool, INTERRUPTED, True)
+
+
+def _unrecorded_replies(events: list[Event], answered: set[str]) -> dict[str, str]:
+    """Answers to ask_user questions whose observation was never recorded (call id → text)."""
+    replies: dict[str, str] = {}
+    question: str | None = None
+    for event in events:
+        if isinstance(event, QuestionEvent) and event.call_id not in answered:
+            question = event.call_id
+        elif isinstance(event, UserEvent) and question is not None:
+            replies[question], question = event.text, None
+    return replies
 
 
 def replay(run: TurnRun, events: list[Event]) -> None:

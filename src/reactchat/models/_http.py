@@ -14,7 +14,7 @@ import asyncio
 import inspect
 import json
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncGenerator, Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -178,6 +178,44 @@ def parse_arguments(raw: str) -> ToolInput:
     except json.JSONDecodeError:
         return raw
     return value if isinstance(value, dict) else raw
+
+
+class ClientPerLoop:
+    """One SDK client per event loop, closed when that loop shuts down.
+
+    An SDK client's connection pool belongs to the loop it was used in, and
+    ``Agent.run`` runs each turn in a new loop (``asyncio.run``). The client is closed
+    from inside its own loop by an async generator that ``asyncio.run`` (and
+    ``asyncio.Runner``) finalize at shutdown, so no connection is left open.
+    """
+
+    def __init__(self, factory: Callable[[], Any]) -> None:
+        self._factory = factory
+        self._client: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._closer: AsyncGenerator[None, None] | None = None
+
+    async def get(self) -> Any:
+        """The client for the running loop."""
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            self._client, self._loop = self._factory(), loop
+            self._closer = _close_at_shutdown(self._client)
+            await self._closer.__anext__()
+        return self._client
+
+    async def aclose(self) -> None:
+        """Close the current loop's client now."""
+        if self._closer is not None and self._loop is asyncio.get_running_loop():
+            await self._closer.aclose()
+        self._client = self._loop = self._closer = None
+
+
+async def _close_at_shutdown(client: Any) -> AsyncGenerator[None, None]:
+    try:
+        yield
+    finally:
+        await client.close()
 
 
 DeltaCallback = Callable[[str], Any]

@@ -19,7 +19,6 @@ can ride in the spec: ``anthropic:MODEL?max_tokens=1024&stream=false``.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 from typing import Any, Literal
@@ -39,6 +38,7 @@ from reactchat.messages import (
 )
 from reactchat.models._base import ModelError
 from reactchat.models._http import (
+    ClientPerLoop,
     DeltaCallback,
     Endpoint,
     RetryPolicy,
@@ -121,28 +121,21 @@ class AnthropicModel:
         self.policy = RetryPolicy(retries=retries, backoff=backoff)
         self._http_client = http_client
         self._endpoint = Endpoint("Anthropic", model, self.base_url, "ANTHROPIC_API_KEY", "anthropic")
-        self._client: Any = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._clients = ClientPerLoop(self._new_client)
 
-    def _get_client(self) -> Any:
-        loop = asyncio.get_running_loop()  # one client per event loop (Agent.run makes a loop per call)
-        if self._client is None or (self._client_loop is not loop and self._http_client is None):
-            self._client = _sdk().AsyncAnthropic(
-                api_key=self._api_key,
-                auth_token=self._auth_token,
-                base_url=self.base_url,
-                timeout=self.timeout,
-                max_retries=0,
-                http_client=self._http_client,
-            )
-            self._client_loop = loop
-        return self._client
+    def _new_client(self) -> Any:
+        return _sdk().AsyncAnthropic(
+            api_key=self._api_key,
+            auth_token=self._auth_token,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=0,  # ours: bounded, with errors that say what to fix
+            http_client=self._http_client,
+        )
 
     async def aclose(self) -> None:
-        """Close the HTTP connections of the current client."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        """Close the HTTP connections of the current client (they also close with their event loop)."""
+        await self._clients.aclose()
 
     async def complete(self, request: Request) -> Reply:
         """Send one request (streaming by default) and read the reply."""
@@ -193,7 +186,7 @@ class AnthropicModel:
         return params
 
     async def _call(self, params: dict[str, Any]) -> Reply:
-        client = self._get_client()
+        client = await self._clients.get()
         if not self.stream:
             return _reply(await client.messages.create(**params))
         return await self._streamed(await client.messages.create(**params, stream=True))

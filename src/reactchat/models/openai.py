@@ -23,7 +23,6 @@ placeholder is sent). Options can ride in the spec: ``openai:MODEL?max_tokens=25
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import re
@@ -44,6 +43,7 @@ from reactchat.messages import (
 )
 from reactchat.models._base import ModelError
 from reactchat.models._http import (
+    ClientPerLoop,
     DeltaCallback,
     Endpoint,
     RetryPolicy,
@@ -130,31 +130,22 @@ class OpenAIModel:
         self.extra_body = extra_body
         self._http_client = http_client
         self._endpoint = Endpoint("OpenAI-compatible server", model, self.base_url, "OPENAI_API_KEY", "openai")
-        self._client: Any = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._clients = ClientPerLoop(self._new_client)
         #: parameters this server rejected, with what replaces them ("" = drop)
         self._rejected: dict[str, str] = {}
 
-    def _get_client(self) -> Any:
-        # an SDK client's connection pool belongs to one event loop; Agent.run starts a
-        # new loop per call, so keep one client per loop
-        loop = asyncio.get_running_loop()
-        if self._client is None or (self._client_loop is not loop and self._http_client is None):
-            self._client = _sdk().AsyncOpenAI(
-                api_key=self._api_key,
-                base_url=self.base_url,
-                timeout=self.timeout,
-                max_retries=0,  # ours: bounded, with errors that say what to fix
-                http_client=self._http_client,
-            )
-            self._client_loop = loop
-        return self._client
+    def _new_client(self) -> Any:
+        return _sdk().AsyncOpenAI(
+            api_key=self._api_key,
+            base_url=self.base_url,
+            timeout=self.timeout,
+            max_retries=0,  # ours: bounded, with errors that say what to fix
+            http_client=self._http_client,
+        )
 
     async def aclose(self) -> None:
-        """Close the HTTP connections of the current client."""
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        """Close the HTTP connections of the current client (they also close with their event loop)."""
+        await self._clients.aclose()
 
     async def complete(self, request: Request) -> Reply:
         """Send one request (streaming by default) and read the reply."""
@@ -205,7 +196,7 @@ class OpenAIModel:
         try:
             if sent.get("stream"):
                 return await self._streamed(sent)
-            response = await self._get_client().chat.completions.create(**sent)
+            response = await (await self._clients.get()).chat.completions.create(**sent)
         except _sdk().BadRequestError as exc:
             if self._learn_rejection(exc, sent):
                 return await self._call(params)
@@ -225,7 +216,7 @@ class OpenAIModel:
         return False
 
     async def _streamed(self, params: dict[str, Any]) -> Reply:
-        stream = await self._get_client().chat.completions.create(**params)
+        stream = await (await self._clients.get()).chat.completions.create(**params)
         text: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         finish: str | None = None
