@@ -46,14 +46,14 @@ FRAMEWORKS = [
     "pydantic-ai",
     "bare-loop",
 ]
-# package -> the module its benchmark imports (timed cold, in a fresh interpreter)
+# package -> what its benchmark imports, timed in a fresh interpreter
 IMPORTS = {
-    "reactchat": "reactchat",
-    "langgraph": "langgraph.prebuilt",
-    "langchain-classic": "langchain_classic.agents",
-    "smolagents": "smolagents",
-    "pydantic-ai": "pydantic_ai",
-    "matplotlib (reference)": "matplotlib.pyplot",
+    "reactchat": "from reactchat import Agent, ScriptedModel, tool",
+    "langgraph": "from langgraph.prebuilt import create_react_agent",
+    "langchain-classic": "from langchain_classic.agents import AgentExecutor, create_react_agent",
+    "smolagents": "from smolagents import ToolCallingAgent",
+    "pydantic-ai": "from pydantic_ai import Agent",
+    "pydantic (reference)": "import pydantic; pydantic.BaseModel",
 }
 DISTRIBUTIONS = [
     "reactchat",
@@ -141,8 +141,8 @@ def versions() -> dict[str, str]:
 
 
 def cold_imports(repeats: int) -> dict[str, dict[str, float]]:
-    """Median wall-clock seconds of ``import X`` in a fresh interpreter, interleaved."""
-    code = "import time; t = time.perf_counter(); import {0}; print(time.perf_counter() - t)"
+    """Median wall-clock seconds of each import statement in a fresh interpreter, interleaved."""
+    code = "import time; t = time.perf_counter(); {0}; print(time.perf_counter() - t)"
     samples: dict[str, list[float]] = {name: [] for name in IMPORTS}
     for _ in range(repeats):
         for name, module in IMPORTS.items():
@@ -153,14 +153,16 @@ def cold_imports(repeats: int) -> dict[str, dict[str, float]]:
     return {name: {"median_s": statistics.median(s), "min_s": min(s)} for name, s in samples.items()}
 
 
-def run_job(framework: str, n: int, runs: int) -> dict[str, Any]:
+def run_job(framework: str, n: int, runs: int) -> dict[str, Any] | str:
+    """The worker's measurements, or the tail of its error output when it failed."""
     proc = subprocess.run(
         [sys.executable, str(HERE / "worker.py"), framework, str(n), str(runs)],
         capture_output=True,
         text=True,
     )
     if proc.returncode != 0:
-        raise RuntimeError(f"{framework} N={n} failed:\n{proc.stderr[-3000:]}")
+        lines = (proc.stderr or proc.stdout or f"exit status {proc.returncode}").strip().splitlines()
+        return lines[-1][-500:]
     result: dict[str, Any] = json.loads(proc.stdout)
     return result
 
@@ -169,6 +171,8 @@ def summarize(jobs: list[dict[str, Any]], frameworks: list[str], ns: list[int]) 
     """Pool the samples of every round; ratios are per round, then the median over rounds."""
     table: dict[str, Any] = {}
     for fw in frameworks:
+        if not any(j["framework"] == fw for j in jobs):
+            continue
         table[fw] = {}
         for n in ns:
             mine = [j for j in jobs if j["framework"] == fw and j["n"] == n]
@@ -176,11 +180,14 @@ def summarize(jobs: list[dict[str, Any]], frameworks: list[str], ns: list[int]) 
                 continue
             steps = [s for j in mine for s in j["step_s"]]
             per_step = [t / (n + 1) for j in mine for t in j["run_s"]]
+            cpu_per_step = [t / (n + 1) for j in mine for t in j["run_cpu_s"]]
             entry: dict[str, Any] = {
                 "step_median_us": statistics.median(steps) * 1e6,
                 "step_p90_us": quantile(steps, 0.9) * 1e6,
                 "run_per_step_median_us": statistics.median(per_step) * 1e6,
                 "run_per_step_p90_us": quantile(per_step, 0.9) * 1e6,
+                "cpu_per_step_median_us": statistics.median(cpu_per_step) * 1e6,
+                "cpu_per_step_p90_us": quantile(cpu_per_step, 0.9) * 1e6,
                 "run_median_ms": statistics.median(t for j in mine for t in j["run_s"]) * 1e3,
                 "rss_import_mib": statistics.median(j["rss_import_kib"] for j in mine) / 1024,
                 "rss_one_run_mib": statistics.median(j["rss_one_run_kib"] for j in mine) / 1024,
@@ -190,7 +197,7 @@ def summarize(jobs: list[dict[str, Any]], frameworks: list[str], ns: list[int]) 
                 "samples": {"steps": len(steps), "runs": len(per_step), "rounds": len(mine)},
             }
             base = [j for j in jobs if j["framework"] == BASELINE and j["n"] == n]
-            for key, metric in (("step", "step_s"), ("run_per_step", "run_s")):
+            for key, metric in (("step", "step_s"), ("run_per_step", "run_s"), ("cpu_per_step", "run_cpu_s")):
                 ratios = []
                 for job in mine:
                     partner = [b for b in base if b["round"] == job["round"]]
@@ -213,6 +220,43 @@ def fmt_ratio(entry: dict[str, Any], key: str) -> str:
     return f"{value:.2f}×" if value < 10 else f"{value:.0f}×"
 
 
+METRICS = {
+    "run_per_step": (
+        "Per step, whole run",
+        "wall time of one agent run divided by its N+1 model calls; median and p90 over runs",
+    ),
+    "step": (
+        "One loop iteration",
+        "wall time between two consecutive tool calls: model call, parsing, tool, state update, "
+        "persistence; median and p90 over all steps",
+    ),
+    "cpu_per_step": (
+        "CPU per step, whole run",
+        "process CPU time of one run divided by N+1; less sensitive to other load on the machine",
+    ),
+}
+
+
+def metric_table(table: dict[str, Any], ns: list[int], key: str) -> list[str]:
+    title, how = METRICS[key]
+    lines = [
+        f"**{title}** ({how}; ratio = framework ÷ {BASELINE}, paired round by round, median over rounds):",
+        "",
+        "| framework | " + " | ".join(f"N={n} median µs | p90 | ratio" for n in ns) + " |",
+        "|---|" + "---:|---:|---:|" * len(ns),
+    ]
+    for fw, rows in table.items():
+        cells = []
+        for n in ns:
+            e = rows.get(str(n))
+            if e is None:
+                cells += ["–", "–", "–"]
+                continue
+            cells += [fmt_us(e[f"{key}_median_us"]), fmt_us(e[f"{key}_p90_us"]), fmt_ratio(e, key)]
+        lines.append(f"| {fw} | " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def markdown(report: dict[str, Any]) -> str:
     ns = report["args"]["n"]
     table = report["results"]
@@ -221,51 +265,16 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['machine']['os']}, Python {report['machine']['python']}.",
         f"Command: `{report['command']}`",
         "",
-        "**Per step, whole run** (wall time of one `run()` divided by its N+1 model calls; median and p90 "
-        "over runs; ratio = this framework ÷ reactchat-memory, paired round by round):",
-        "",
-        "| framework | " + " | ".join(f"N={n} median µs | p90 | ratio" for n in ns) + " |",
-        "|---|" + "---:|---:|---:|" * len(ns),
     ]
-    for fw, rows in table.items():
-        cells = []
-        for n in ns:
-            e = rows.get(str(n))
-            if e is None:
-                cells += ["–", "–", "–"]
-                continue
-            cells += [
-                fmt_us(e["run_per_step_median_us"]),
-                fmt_us(e["run_per_step_p90_us"]),
-                fmt_ratio(e, "run_per_step"),
-            ]
-        lines.append(f"| {fw} | " + " | ".join(cells) + " |")
-    lines += [
-        "",
-        "**One loop iteration** (time between two consecutive tool calls: model call, parsing, "
-        "tool, state update and persistence; median and p90 over all steps):",
-        "",
-        "| framework | " + " | ".join(f"N={n} median µs | p90 | ratio" for n in ns) + " |",
-        "|---|" + "---:|---:|---:|" * len(ns),
-    ]
-    for fw, rows in table.items():
-        cells = []
-        for n in ns:
-            e = rows.get(str(n))
-            if e is None:
-                cells += ["–", "–", "–"]
-                continue
-            cells += [fmt_us(e["step_median_us"]), fmt_us(e["step_p90_us"]), fmt_ratio(e, "step")]
-        lines.append(f"| {fw} | " + " | ".join(cells) + " |")
+    for key in METRICS:
+        lines += metric_table(table, ns, key)
     big = str(max(ns))
     lines += [
-        "",
         f"**Memory and start-up** (RSS high-water of the worker process after importing, after one run "
         f"at N={big}, and after all its runs; import = first import in that worker; "
         "build = constructing the agent):",
         "",
-        f"| framework | RSS after import MiB | after one N={big} run | after all runs "
-        "| import s | build ms |",
+        f"| framework | RSS after import MiB | after one N={big} run | after all runs | import s | build ms |",
         "|---|---:|---:|---:|---:|---:|",
     ]
     for fw, rows in table.items():
@@ -276,10 +285,12 @@ def markdown(report: dict[str, Any]) -> str:
             f"| {fw} | {e['rss_import_mib']:.0f} | {e['rss_one_run_mib']:.0f} | {e['rss_peak_mib']:.0f} "
             f"| {e['import_s']:.3f} | {e['build_ms']:.2f} |"
         )
-    lines += ["", "**Cold import** (fresh interpreter, `import X` wall clock, median):", ""]
-    lines += ["| package | module | median s |", "|---|---|---:|"]
+    lines += ["", "**Cold import** (fresh interpreter, wall clock of the statement, median):", ""]
+    lines += ["| package | statement | median s |", "|---|---|---:|"]
     for name, entry in report["cold_import"].items():
         lines.append(f"| {name} | `{IMPORTS[name]}` | {entry['median_s']:.3f} |")
+    for fw, error in report.get("failures", {}).items():
+        lines.append(f"\n**{fw} failed**: `{error}`")
     lines += ["", "Versions: " + ", ".join(f"{k} {v}" for k, v in report["versions"].items()) + "."]
     return "\n".join(lines) + "\n"
 
@@ -291,9 +302,8 @@ def chart(report: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     ns = report["args"]["n"]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 5), sharey=True)
-    panels = (("run_per_step", "whole run ÷ (N+1) model calls"), ("step", "one loop iteration"))
-    for ax, (key, title) in zip(axes, panels, strict=True):
+    fig, axes = plt.subplots(1, len(METRICS), figsize=(6 * len(METRICS), 5.5), sharey=True)
+    for ax, (key, (title, _)) in zip(axes, METRICS.items(), strict=True):
         for fw, rows in report["results"].items():
             xs = [n for n in ns if str(n) in rows]
             ys = [rows[str(n)][f"{key}_median_us"] for n in xs]
@@ -303,10 +313,10 @@ def chart(report: dict[str, Any], path: Path) -> None:
         ax.set_yscale("log")
         ax.set_xticks(ns, [str(n) for n in ns])
         ax.set_xlabel("N tool steps per run")
-        ax.set_title(f"per-step cost: {title}")
+        ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
     axes[0].set_ylabel("median µs per step (log)")
-    axes[1].legend(fontsize=8, loc="best")
+    axes[-1].legend(fontsize=8, loc="best")
     fig.suptitle(f"Agent framework overhead with a zero-latency scripted model — {report['date']}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -314,15 +324,11 @@ def chart(report: dict[str, Any], path: Path) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rounds", type=int, default=5, help="repetitions of every (framework, N) job")
     parser.add_argument("--n", type=int, nargs="+", default=[10, 50, 200], help="tool steps per run")
     parser.add_argument("--frameworks", nargs="+", default=FRAMEWORKS, choices=FRAMEWORKS)
-    parser.add_argument(
-        "--budget", type=int, default=1000, help="measured steps per job (runs = budget/N, >= 3)"
-    )
+    parser.add_argument("--budget", type=int, default=1000, help="measured steps per job (runs = budget/N, >= 3)")
     parser.add_argument("--import-repeats", type=int, default=7)
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -342,12 +348,19 @@ def main() -> None:
     report["cold_import"] = cold_imports(args.import_repeats)
 
     jobs: list[dict[str, Any]] = []
+    failures: dict[str, str] = {}
     for round_ in range(args.rounds):
         order = [(fw, n) for fw in frameworks for n in args.n]
         random.Random(args.seed + round_).shuffle(order)
         for fw, n in order:
+            if fw in failures:
+                continue
             runs = max(3, args.budget // n)
             job = run_job(fw, n, runs)
+            if isinstance(job, str):
+                print(f"{fw} N={n} FAILED: {job}", file=sys.stderr)
+                failures[fw] = job
+                continue
             job["round"] = round_
             jobs.append(job)
             print(
@@ -355,7 +368,8 @@ def main() -> None:
                 f"{statistics.median(job['run_s']) / (n + 1) * 1e6:9.1f} µs/step",
                 file=sys.stderr,
             )
-    report["results"] = summarize(jobs, frameworks, args.n)
+    report["results"] = summarize([j for j in jobs if j["framework"] not in failures], frameworks, args.n)
+    report["failures"] = failures
     report["elapsed_s"] = round(time.time() - started, 1)
 
     args.out.mkdir(parents=True, exist_ok=True)

@@ -17,10 +17,7 @@ ACTION_INPUT = re.compile(r"Action Input: (.*)")
 
 
 def build(n: int, mark: Mark, variant: str = "") -> Run:
-    script = [
-        f'Thought: I look it up.\nAction: lookup\nAction Input: {{"key": "{key(i)}"}}\nPAUSE'
-        for i in range(n)
-    ]
+    script = [f'Thought: I look it up.\nAction: lookup\nAction Input: {{"key": "{key(i)}"}}\nPAUSE' for i in range(n)]
     script.append(f"Thought: I know it.\nFinal Answer: {ANSWER}")
 
     def lookup(key: str) -> str:

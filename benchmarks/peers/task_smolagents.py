@@ -52,9 +52,7 @@ def build(n: int, mark: Mark, variant: str = "") -> Run:
 
     script = [_call(i, "lookup", {"key": key(i)}) for i in range(n)]
     script.append(_call(n, "final_answer", {"answer": ANSWER}))
-    agent = ToolCallingAgent(
-        tools=[lookup], model=ScriptedModel(script), max_steps=n + 1, verbosity_level=LogLevel.OFF
-    )
+    agent = ToolCallingAgent(tools=[lookup], model=ScriptedModel(script), max_steps=n + 1, verbosity_level=LogLevel.OFF)
 
     def run() -> str:
         return str(agent.run(QUESTION))

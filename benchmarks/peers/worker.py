@@ -58,18 +58,20 @@ def main() -> None:
 
     intervals: list[float] = []
     totals: list[float] = []
+    cpu_totals: list[float] = []
     rss_one_run = 0
     for i in range(runs + 1):  # the first run warms caches and is not measured
         marks.clear()
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         answer = run()
-        total = time.perf_counter() - t0
+        total, cpu = time.perf_counter() - t0, time.process_time() - c0
         if answer.strip() != "done" or len(marks) != n:
             raise SystemExit(f"{name}: wrong run: answer={answer!r}, tool calls={len(marks)} (expected {n})")
         if i == 0:
             rss_one_run = rss_kib()
         else:
             totals.append(total)
+            cpu_totals.append(cpu)
             intervals.extend(b - a for a, b in itertools.pairwise(marks))
     json.dump(
         {
@@ -83,6 +85,7 @@ def main() -> None:
             "rss_one_run_kib": rss_one_run,
             "rss_peak_kib": rss_kib(),
             "run_s": totals,
+            "run_cpu_s": cpu_totals,
             "step_s": intervals,
         },
         sys.stdout,
