@@ -1,0 +1,167 @@
+"""The web page in a real headless Chromium (Playwright), against a real uvicorn.
+
+Needs the Debian ``chromium`` package (``/usr/bin/chromium``, or ``REACTCHAT_CHROMIUM``)
+and ``pip install playwright`` (no ``playwright install``: the system browser is used).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from test_server_support import make_app, running
+
+CHROMIUM = os.environ.get("REACTCHAT_CHROMIUM", "/usr/bin/chromium")
+ARGS = [
+    "--no-sandbox",
+    "--headless",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"the page tests need Chromium at {CHROMIUM}: apt-get install chromium (or set REACTCHAT_CHROMIUM)")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    db = tmp_path_factory.mktemp("page") / "page.db"
+    with running(make_app(store=f"sqlite:///{db}")) as url:
+        yield url
+
+
+@pytest.fixture
+def page(browser: Browser, base: str) -> Iterator[Page]:
+    context = browser.new_context(base_url=base)
+    context.set_default_timeout(10_000)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto("/")
+    yield page
+    context.close()
+    assert not errors, f"the page raised: {errors}"
+
+
+def send(page: Page, text: str) -> None:
+    page.get_by_test_id("input").fill(text)
+    page.get_by_test_id("input").press("Enter")
+
+
+def test_steps_stream_in_collapsed_and_the_answer_follows(page: Page) -> None:
+    send(page, "slow compute 80.16 * 1.15")
+    expect(page.get_by_test_id("step").first).to_be_visible()
+    # the first step shows while the second (one second) model call still runs
+    assert page.get_by_test_id("answer").count() == 0
+    expect(page.get_by_test_id("status")).to_have_text("The agent is working…")
+    expect(page.get_by_test_id("answer")).to_have_text("92.184")
+    steps = page.get_by_test_id("step")
+    expect(steps).to_have_count(4)
+    expect(steps.nth(1)).to_contain_text("Action: calculator")
+    assert not steps.nth(2).get_attribute("open"), "steps start collapsed"
+    expect(steps.nth(2).locator("pre")).to_be_hidden()
+    steps.nth(2).locator("summary").click()
+    expect(steps.nth(2).locator("pre")).to_have_text("92.184")
+    expect(page.get_by_test_id("status")).to_have_text("")
+
+
+def test_a_question_is_shown_as_a_question_and_survives_a_reload(page: Page) -> None:
+    send(page, "How far is Paris?")
+    expect(page.get_by_test_id("question")).to_have_text("Where are you?")
+    expect(page.get_by_test_id("pending")).to_have_text("The agent asks: Where are you?")
+    session = page.evaluate("localStorage.getItem('reactchat.session')")
+
+    page.reload()
+    expect(page.get_by_test_id("question")).to_have_text("Where are you?")
+    expect(page.get_by_test_id("pending")).to_be_visible()
+    assert page.evaluate("localStorage.getItem('reactchat.session')") == session
+
+    send(page, "Lyon")
+    expect(page.get_by_test_id("answer")).to_have_text("From Lyon, Paris is 400 km away.")
+    expect(page.get_by_test_id("pending")).to_be_hidden()
+    expect(page.get_by_test_id("user")).to_have_text(["How far is Paris?", "Lyon"])
+
+    page.reload()
+    expect(page.get_by_test_id("user")).to_have_text(["How far is Paris?", "Lyon"])
+    expect(page.get_by_test_id("answer")).to_have_text("From Lyon, Paris is 400 km away.")
+
+
+def test_a_reload_during_a_turn_follows_it_to_its_end(page: Page) -> None:
+    send(page, "slow compute 7*6")
+    expect(page.get_by_test_id("step").first).to_be_visible()
+    page.reload()
+    expect(page.get_by_test_id("status")).to_have_text("The agent is working…")
+    expect(page.get_by_test_id("answer")).to_have_text("42", timeout=15_000)
+    expect(page.get_by_test_id("status")).to_have_text("")
+
+
+def test_new_chat_starts_an_empty_session(page: Page) -> None:
+    send(page, "hello there")
+    expect(page.get_by_test_id("answer")).to_have_text("echo: hello there")
+    before = page.evaluate("localStorage.getItem('reactchat.session')")
+    page.get_by_role("button", name="New chat").click()
+    expect(page.get_by_test_id("answer")).to_have_count(0)
+    assert page.evaluate("localStorage.getItem('reactchat.session')") != before
+
+
+def test_errors_are_shown_not_swallowed(page: Page) -> None:
+    send(page, "please fail")
+    expect(page.get_by_test_id("error")).to_contain_text("told to fail")
+    expect(page.get_by_test_id("status")).to_contain_text("interrupted")
+
+
+def test_the_page_asks_for_the_token(browser: Browser) -> None:
+    with running(make_app(token="page-token")) as url:
+        context = browser.new_context(base_url=url)
+        page = context.new_page()
+        page.goto("/")
+        page.locator("#token").fill("page-token")
+        page.locator("#token-form button").click()
+        send(page, "hello token")
+        expect(page.get_by_test_id("answer")).to_have_text("echo: hello token")
+        context.close()
+
+
+def test_files_upload_with_progress_count_down_and_clear(page: Page) -> None:
+    notes = b"# Notes\n\nThe rose costs 80.16 euros at the florist on Rue Lepic.\n" * 40
+    page.get_by_test_id("file").set_input_files(
+        files=[{"name": "notes.md", "mimeType": "text/markdown", "buffer": notes}]
+    )
+    expect(page.get_by_test_id("upload-note")).to_contain_text("notes.md:")
+    expect(page.get_by_test_id("upload-note")).to_contain_text("5 rounds left")
+    expect(page.get_by_test_id("progress")).to_have_js_property("value", 100)
+    expect(page.get_by_test_id("files")).to_have_text("notes.md · 5 rounds left")
+
+    send(page, "files: rose florist")
+    expect(page.get_by_test_id("answer")).to_contain_text("80.16 euros")
+    expect(page.get_by_test_id("files")).to_have_text("notes.md · 4 rounds left")
+    expect(page.get_by_test_id("step").nth(1)).to_contain_text("Action: search_files")
+
+    page.reload()
+    expect(page.get_by_test_id("files")).to_have_text("notes.md · 4 rounds left")
+    page.get_by_role("button", name="Clear context").click()
+    expect(page.get_by_test_id("files")).to_have_text("")
+    expect(page.get_by_test_id("note")).to_contain_text("Context cleared")
+
+
+def test_a_rejected_upload_says_why(page: Page) -> None:
+    blob = bytes(range(256)) * 8
+    page.get_by_test_id("file").set_input_files(
+        files=[{"name": "blob.bin", "mimeType": "application/octet-stream", "buffer": blob}]
+    )
+    expect(page.get_by_test_id("upload-note")).to_contain_text("unknown type; supported: txt")
+    expect(page.get_by_test_id("files")).to_have_text("")
