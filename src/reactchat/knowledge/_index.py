@@ -1,0 +1,267 @@
+"""Where the knowledge base lives: tables prefixed ``kb_`` in the session store's database.
+
+Two backends with one shape: SQLite (FTS5 with BM25; also ``memory:`` as an in-memory
+database) and PostgreSQL (``_postgres.py``: full-text search with ``ts_rank``). Both are
+synchronous and guarded by a lock; ``KnowledgeBase`` runs them in a worker thread so a
+large upload never blocks the event loop. Each write is one transaction: a file is
+stored whole, with its chunks and index entries, or not at all.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Protocol
+
+from reactchat.knowledge._chunk import Chunk
+
+
+@dataclass
+class FileRow:
+    """A stored file, as the index keeps it."""
+
+    id: str
+    session: str
+    name: str
+    kind: str
+    size: int
+    pages: int | None
+    chunks: int
+    retention: int
+    rounds: int
+    created: float
+
+
+@dataclass
+class ChunkRow:
+    """A stored chunk with the name of its file."""
+
+    id: int
+    file_id: str
+    name: str
+    text: str
+    page: int | None
+    heading: str
+    span: str
+
+
+class Index(Protocol):
+    """The storage operations of a knowledge base (synchronous, thread-safe)."""
+
+    def add(self, file: FileRow, data: bytes, chunks: Sequence[Chunk], vectors: Sequence[bytes] | None) -> None: ...
+    def files(self, session: str) -> list[FileRow]: ...
+    def data(self, session: str, file_id: str) -> bytes | None: ...
+    def delete(self, session: str, file_ids: Sequence[str] | None = None) -> list[FileRow]: ...
+    def end_round(self, session: str) -> list[FileRow]: ...
+    def keyword(self, session: str, terms: Sequence[str], k: int) -> list[tuple[int, float]]: ...
+    def vectors(self, session: str) -> list[tuple[int, bytes]]: ...
+    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]: ...
+    def close(self) -> None: ...
+
+
+# Question words match nearly every chunk: with OR queries they only add noise to the
+# ranking (and to rank fusion), so they are dropped unless nothing else is left.
+_STOPWORDS = frozenset(
+    re.findall(
+        r"\w+",
+        "a an and are as at be by can did do does for from has have how i in is it its me my "
+        "of on or that the their there this to was what when where which who why will with you your",
+    )
+)
+
+
+def terms(query: str, limit: int = 32) -> list[str]:
+    """The distinct words of a query, safe to put in any full-text query syntax."""
+    seen: dict[str, None] = {}
+    for word in re.findall(r"[^\W_]+", query.lower()):
+        seen.setdefault(word, None)
+    words = [w for w in seen if w not in _STOPWORDS] or list(seen)
+    return words[:limit]
+
+
+def open_index(url: str) -> Index:
+    """The index for a store URL: ``memory:``, ``sqlite:///path.db`` or ``postgresql://...``."""
+    scheme = url.split(":", 1)[0]
+    if scheme == "memory":
+        return SQLiteIndex(":memory:")
+    if scheme == "sqlite":
+        # SQLAlchemy's form, as the SQLite store reads it: sqlite:///rel.db, sqlite:////abs.db
+        path = url.removeprefix("sqlite:").removeprefix("//").split("?", 1)[0]
+        path = path[1:] if path.startswith("/") else path
+        return SQLiteIndex(path or ":memory:")
+    if scheme in ("postgresql", "postgres"):
+        from reactchat.knowledge._postgres import PostgresIndex
+
+        return PostgresIndex(url)
+    raise ValueError(f"no knowledge base for store URL {url!r}: use memory:, sqlite:///path.db or postgresql://...")
+
+
+_SQLITE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS kb_files (
+    id TEXT PRIMARY KEY, session TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
+    size INTEGER NOT NULL, pages INTEGER, chunks INTEGER NOT NULL, retention INTEGER NOT NULL,
+    rounds INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL, data BLOB NOT NULL);
+CREATE INDEX IF NOT EXISTS kb_files_session ON kb_files(session);
+CREATE TABLE IF NOT EXISTS kb_chunks (
+    id INTEGER PRIMARY KEY, file_id TEXT NOT NULL, session TEXT NOT NULL, ord INTEGER NOT NULL,
+    text TEXT NOT NULL, page INTEGER, heading TEXT NOT NULL, span TEXT NOT NULL, vector BLOB);
+CREATE INDEX IF NOT EXISTS kb_chunks_file ON kb_chunks(file_id);
+CREATE INDEX IF NOT EXISTS kb_chunks_session ON kb_chunks(session);
+CREATE VIRTUAL TABLE IF NOT EXISTS kb_fts USING fts5(
+    text, heading, tokenize = 'porter unicode61 remove_diacritics 2');
+"""
+
+_FILE_COLUMNS = "id, session, name, kind, size, pages, chunks, retention, rounds, created"
+
+
+class SQLiteIndex:
+    """SQLite with FTS5: BM25 ranking, the chunk id as the FTS rowid."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        # autocommit mode: transactions are explicit (BEGIN IMMEDIATE) so writers queue
+        # on the database lock instead of failing to upgrade a read lock
+        self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+        self.lock = threading.Lock()
+        if path != ":memory:":
+            self.db.execute("PRAGMA journal_mode=WAL")
+        self.db.execute("PRAGMA busy_timeout=30000")
+        with self.write() as db:
+            for statement in _SQLITE_SCHEMA.split(";"):
+                if statement.strip():
+                    db.execute(statement)
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction."""
+        with self.lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
+
+    def add(self, file: FileRow, data: bytes, chunks: Sequence[Chunk], vectors: Sequence[bytes] | None) -> None:
+        """Store a file, its chunks and their index entries in one transaction."""
+        with self.write() as db:
+            db.execute(
+                f"INSERT INTO kb_files ({_FILE_COLUMNS}, data) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (*_file_values(file), data),
+            )
+            for ord_, chunk in enumerate(chunks):
+                vector = vectors[ord_] if vectors is not None else None
+                cursor = db.execute(
+                    "INSERT INTO kb_chunks (file_id, session, ord, text, page, heading, span, vector) "
+                    "VALUES (?,?,?,?,?,?,?,?)",
+                    (file.id, file.session, ord_, chunk.text, chunk.page, chunk.heading, chunk.span, vector),
+                )
+                db.execute(
+                    "INSERT INTO kb_fts (rowid, text, heading) VALUES (?,?,?)",
+                    (cursor.lastrowid, chunk.text, chunk.heading),
+                )
+
+    def files(self, session: str) -> list[FileRow]:
+        """The session's files, oldest first."""
+        with self.lock:
+            rows = self.db.execute(
+                f"SELECT {_FILE_COLUMNS} FROM kb_files WHERE session = ? ORDER BY created, id", (session,)
+            ).fetchall()
+        return [FileRow(*row) for row in rows]
+
+    def data(self, session: str, file_id: str) -> bytes | None:
+        """A stored file's bytes."""
+        with self.lock:
+            row = self.db.execute(
+                "SELECT data FROM kb_files WHERE session = ? AND id = ?", (session, file_id)
+            ).fetchone()
+        return None if row is None else bytes(row[0])
+
+    def delete(self, session: str, file_ids: Sequence[str] | None = None) -> list[FileRow]:
+        """Delete some (or all) of the session's files with their chunks."""
+        with self.write() as db:
+            return self._delete(db, session, file_ids)
+
+    def _delete(self, db: sqlite3.Connection, session: str, file_ids: Sequence[str] | None) -> list[FileRow]:
+        rows = [
+            FileRow(*r)
+            for r in db.execute(f"SELECT {_FILE_COLUMNS} FROM kb_files WHERE session = ?", (session,)).fetchall()
+        ]
+        if file_ids is not None:
+            rows = [r for r in rows if r.id in set(file_ids)]
+        for row in rows:
+            db.execute("DELETE FROM kb_fts WHERE rowid IN (SELECT id FROM kb_chunks WHERE file_id = ?)", (row.id,))
+            db.execute("DELETE FROM kb_chunks WHERE file_id = ?", (row.id,))
+            db.execute("DELETE FROM kb_files WHERE id = ?", (row.id,))
+        return rows
+
+    def end_round(self, session: str) -> list[FileRow]:
+        """Count a finished round for each of the session's files; delete those past retention."""
+        with self.write() as db:
+            db.execute("UPDATE kb_files SET rounds = rounds + 1 WHERE session = ?", (session,))
+            expired = [
+                r[0]
+                for r in db.execute(
+                    "SELECT id FROM kb_files WHERE session = ? AND rounds >= retention", (session,)
+                ).fetchall()
+            ]
+            return self._delete(db, session, expired) if expired else []
+
+    def keyword(self, session: str, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+        """BM25 over the session's chunks: ``(chunk id, score)``, best first, higher is better."""
+        if not terms:
+            return []
+        match = " OR ".join(f'"{t}"' for t in terms)
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT c.id, bm25(kb_fts, 1.0, 0.5) AS score FROM kb_fts JOIN kb_chunks c ON c.id = kb_fts.rowid "
+                "WHERE kb_fts MATCH ? AND c.session = ? ORDER BY score LIMIT ?",
+                (match, session, k),
+            ).fetchall()
+        return [(int(cid), -float(score)) for cid, score in rows]
+
+    def vectors(self, session: str) -> list[tuple[int, bytes]]:
+        """The session's chunk vectors (chunks stored without one are left out)."""
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT id, vector FROM kb_chunks WHERE session = ? AND vector IS NOT NULL", (session,)
+            ).fetchall()
+        return [(int(cid), bytes(vec)) for cid, vec in rows]
+
+    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        """Chunks by id, with their file's name."""
+        if not ids:
+            return {}
+        marks = ",".join("?" * len(ids))
+        with self.lock:
+            rows = self.db.execute(
+                "SELECT c.id, c.file_id, f.name, c.text, c.page, c.heading, c.span FROM kb_chunks c "
+                f"JOIN kb_files f ON f.id = c.file_id WHERE c.id IN ({marks})",
+                list(ids),
+            ).fetchall()
+        return {int(r[0]): ChunkRow(*r) for r in rows}
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self.lock:
+            self.db.close()
+
+
+def _file_values(file: FileRow) -> tuple[object, ...]:
+    return (
+        file.id,
+        file.session,
+        file.name,
+        file.kind,
+        file.size,
+        file.pages,
+        file.chunks,
+        file.retention,
+        file.rounds,
+        file.created,
+    )

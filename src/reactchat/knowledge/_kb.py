@@ -1,0 +1,318 @@
+"""``KnowledgeBase``: the temporary, per-session knowledge base of uploaded files.
+
+A file uploaded into a session gets a round counter starting at 0. Each finished
+turn of the session (``end_round``) adds one; when a file's rounds reach its
+retention it is deleted with its chunks and bytes. ``clear`` deletes them at once
+(the user clears the context). Everything lives in the session store's own
+database, in tables prefixed ``kb_``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import threading
+import time
+import uuid
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from reactchat.knowledge._chunk import chunk
+from reactchat.knowledge._index import FileRow, Index, open_index, terms
+from reactchat.knowledge._parse import FileRejected, Report, parse
+
+#: progress(done, total): sync or async; called on the event loop
+Progress = Callable[[int, int], Any]
+
+DEFAULT_RETENTION = 5
+DEFAULT_MAX_BYTES = 20 * 1024 * 1024
+#: reciprocal rank fusion constant (Cormack et al. 2009): damps the weight of the very top ranks
+RRF_K = 60
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """A file in a session's knowledge base.
+
+    ``rounds_left`` is how many more finished turns it stays for; ``pages`` is the PDF
+    page count (None for other kinds).
+    """
+
+    id: str
+    name: str
+    size: int
+    chunks: int
+    pages: int | None
+    rounds_left: int
+    retention: int
+    kind: str
+    rounds: int = 0
+
+    @classmethod
+    def of(cls, row: FileRow) -> FileInfo:
+        """From a stored row."""
+        return cls(
+            id=row.id,
+            name=row.name,
+            size=row.size,
+            chunks=row.chunks,
+            pages=row.pages,
+            rounds_left=max(0, row.retention - row.rounds),
+            retention=row.retention,
+            kind=row.kind,
+            rounds=row.rounds,
+        )
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A passage found by ``search``, with its file and position."""
+
+    file_id: str
+    name: str
+    text: str
+    page: int | None
+    heading: str
+    span: str
+    score: float
+
+    @property
+    def where(self) -> str:
+        """The position to cite: ``page 3 · § Intro > Setup · lines 4-9``."""
+        parts = [f"page {self.page}" if self.page is not None else "", f"§ {self.heading}" if self.heading else ""]
+        parts.append(self.span)
+        return " · ".join(p for p in parts if p)
+
+
+def check_name(name: str) -> str:
+    """A file name without folders or control characters, or ``FileRejected``."""
+    if not name or not name.strip():
+        raise FileRejected("the file has no name")
+    if "/" in name or "\\" in name or name in (".", "..") or any(ord(c) < 32 for c in name):
+        raise FileRejected(f"{name!r}: a file name must be a plain name, without folders such as '../'")
+    if len(name) > 255:
+        raise FileRejected(f"{name[:40]}...: the file name is longer than 255 characters")
+    return name
+
+
+class KnowledgeBase:
+    """The uploaded files of every session of one database.
+
+    ``url`` is the store's URL (``memory:``, ``sqlite:///path.db``, ``postgresql://...``);
+    prefer ``KnowledgeBase.for_store(store)``. ``retention`` is the default number of
+    finished turns a file stays for; ``embeddings=True`` adds dense retrieval (the
+    ``embeddings`` extra) fused with keyword search, or pass any object with
+    ``encode(list[str]) -> array``. Nothing is opened until first use.
+    """
+
+    def __init__(
+        self,
+        url: str = "memory:",
+        *,
+        retention: int = DEFAULT_RETENTION,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        max_files: int = 20,
+        chunk_chars: int = 1000,
+        overlap: int = 150,
+        embeddings: bool | Any = False,
+    ) -> None:
+        if retention < 1:
+            raise ValueError("retention must be at least 1 round")
+        self.url = url
+        self.retention = retention
+        self.max_bytes = max_bytes
+        self.max_files = max_files
+        self.chunk_chars = chunk_chars
+        self.overlap = overlap
+        self._embeddings = embeddings
+        self._embedder: Any = None
+        self._index: Index | None = None
+        self._opening = threading.Lock()
+
+    _by_store: ClassVar[weakref.WeakKeyDictionary[Any, KnowledgeBase]] = weakref.WeakKeyDictionary()
+
+    @classmethod
+    def for_store(cls, store: Any, **options: Any) -> KnowledgeBase:
+        """The knowledge base in ``store``'s database (one per store; the first call's options win)."""
+        kb = cls._by_store.get(store)
+        if kb is None:
+            kb = cls(getattr(store, "url", "memory:"), **options)
+            cls._by_store[store] = kb
+        return kb
+
+    @property
+    def dense(self) -> bool:
+        """Whether search fuses dense (embedding) retrieval with keyword search."""
+        return self._embeddings is not False and self._embeddings is not None
+
+    def _open(self) -> Index:
+        # worker threads race to the first use: two connections to "memory:" would be two databases
+        with self._opening:
+            if self._index is None:
+                self._index = open_index(self.url)
+            return self._index
+
+    def _encoder(self) -> Any:
+        if self._embedder is None:
+            from reactchat.knowledge._embed import default_embedder
+
+            self._embedder = default_embedder() if self._embeddings is True else self._embeddings
+        return self._embedder
+
+    async def add_file(
+        self,
+        session: str,
+        filename: str,
+        data: bytes,
+        retention: int | None = None,
+        progress: Progress | None = None,
+    ) -> FileInfo:
+        """Read, chunk and index a file for ``session``; ``FileRejected`` leaves nothing stored.
+
+        ``progress(done, total)`` is called as pages (PDF) and then embedded chunks are
+        done; ``total`` may grow once the chunk count is known; the last call has
+        ``done == total``.
+        """
+        check_name(filename)
+        retention = self.retention if retention is None else retention
+        if retention < 1:
+            raise FileRejected(f"{filename}: retention must be at least 1 round, not {retention}")
+        if not data:
+            raise FileRejected(f"{filename}: the file is empty")
+        if len(data) > self.max_bytes:
+            raise FileRejected(
+                f"{filename}: {len(data) / 1e6:.1f} MB is over the {self.max_bytes / 1e6:.1f} MB limit; "
+                "split it or upload the part you need"
+            )
+        row = await _with_progress(lambda report: self._ingest(session, filename, data, retention, report), progress)
+        return FileInfo.of(row)
+
+    def _ingest(self, session: str, name: str, data: bytes, retention: int, report: Report) -> FileRow:
+        index = self._open()
+        if len(index.files(session)) >= self.max_files:
+            raise FileRejected(f"{name}: this session already has {self.max_files} files; clear some first")
+        doc = parse(data, name, report)
+        chunks = chunk(doc, self.chunk_chars, self.overlap)
+        done = doc.pages or 1
+        report(done, done)
+        vectors = None
+        if self.dense:
+            from reactchat.knowledge._embed import encode
+
+            total = done + len(chunks)
+            vectors = encode(
+                self._encoder(), [f"{c.heading}\n{c.text}" for c in chunks], lambda n: report(done + n, total)
+            )
+        row = FileRow(
+            id=uuid.uuid4().hex[:12],
+            session=session,
+            name=name,
+            kind=doc.kind,
+            size=len(data),
+            pages=doc.pages,
+            chunks=len(chunks),
+            retention=retention,
+            rounds=0,
+            created=time.time(),
+        )
+        index.add(row, data, chunks, vectors)
+        return row
+
+    async def files(self, session: str) -> list[FileInfo]:
+        """The session's live files, oldest first."""
+        rows = await asyncio.to_thread(lambda: self._open().files(session))
+        return [FileInfo.of(r) for r in rows]
+
+    async def has_files(self, session: str) -> bool:
+        """Whether the session has any live file."""
+        return bool(await self.files(session))
+
+    async def data(self, session: str, file_id: str) -> bytes | None:
+        """A file's stored bytes (None once it expired)."""
+        return await asyncio.to_thread(lambda: self._open().data(session, file_id))
+
+    async def remove(self, session: str, file_id: str) -> bool:
+        """Delete one file; False if the session has no such file."""
+        rows = await asyncio.to_thread(lambda: self._open().delete(session, [file_id]))
+        return bool(rows)
+
+    async def clear(self, session: str) -> list[FileInfo]:
+        """Delete all of the session's files (the user cleared the context); returns them."""
+        rows = await asyncio.to_thread(lambda: self._open().delete(session))
+        return [FileInfo.of(r) for r in rows]
+
+    async def end_round(self, session: str) -> list[FileInfo]:
+        """Count one finished round; delete and return the files whose rounds reached their retention."""
+        rows = await asyncio.to_thread(lambda: self._open().end_round(session))
+        return [FileInfo.of(r) for r in rows]
+
+    async def search(self, session: str, query: str, k: int = 5) -> list[Hit]:
+        """The ``k`` passages of the session's files that best match ``query``, best first."""
+        return await asyncio.to_thread(self._search, session, query, k)
+
+    def _search(self, session: str, query: str, k: int) -> list[Hit]:
+        index = self._open()
+        pool = k * 4 if self.dense else k
+        keyword = index.keyword(session, terms(query), pool)
+        if self.dense:
+            from reactchat.knowledge._embed import nearest
+
+            dense = nearest(self._encoder(), query, index.vectors(session), pool)
+            ranked = fuse([keyword, dense])[:k]
+        else:
+            ranked = keyword[:k]
+        rows = index.chunks([cid for cid, _ in ranked])
+        return [
+            Hit(r.file_id, r.name, r.text, r.page, r.heading, r.span, score)
+            for cid, score in ranked
+            if (r := rows.get(cid)) is not None
+        ]
+
+    async def close(self) -> None:
+        """Close the database connection."""
+        if self._index is not None:
+            index, self._index = self._index, None
+            await asyncio.to_thread(index.close)
+
+
+def fuse(rankings: Sequence[Sequence[tuple[int, float]]], k: int = RRF_K) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion: each list adds ``1 / (k + rank)`` to an item's score."""
+    scores: dict[int, float] = {}
+    for ranking in rankings:
+        for rank, (item, _) in enumerate(ranking, 1):
+            scores[item] = scores.get(item, 0.0) + 1.0 / (k + rank)
+    return sorted(scores.items(), key=lambda pair: -pair[1])
+
+
+async def _with_progress(work: Callable[[Report], FileRow], progress: Progress | None) -> FileRow:
+    """Run ``work`` in a thread; its progress reports reach ``progress`` on the event loop."""
+    if progress is None:
+        return await asyncio.to_thread(work, lambda done, total: None)
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
+
+    def report(done: int, total: int) -> None:
+        loop.call_soon_threadsafe(queue.put_nowait, (done, total))
+
+    task = asyncio.ensure_future(asyncio.to_thread(work, report))
+    while True:
+        getter = asyncio.ensure_future(queue.get())
+        await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
+        if not getter.done():
+            getter.cancel()
+            break
+        await _call(progress, *getter.result())
+    while not queue.empty():
+        await _call(progress, *queue.get_nowait())
+    return task.result()
+
+
+async def _call(fn: Callable[..., Any], *args: Any) -> None:
+    result = fn(*args)
+    if inspect.isawaitable(result):
+        await result
+
+
+__all__ = ["FileInfo", "FileRejected", "Hit", "KnowledgeBase"]

@@ -1,0 +1,154 @@
+"""The knowledge base in PostgreSQL: ``kb_*`` tables, full-text search ranked by ``ts_rank``.
+
+The text search vector is a generated column (English stemming; the heading weighted
+below the text) with a GIN index. Vectors for dense retrieval are ``bytea`` ranked in
+Python, since pgvector cannot be assumed. psycopg is imported only here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+from reactchat.knowledge._chunk import Chunk
+from reactchat.knowledge._index import _FILE_COLUMNS, ChunkRow, FileRow, _file_values
+
+_SCHEMA = [
+    """CREATE TABLE IF NOT EXISTS kb_files (
+        id TEXT PRIMARY KEY, session TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
+        size BIGINT NOT NULL, pages INTEGER, chunks INTEGER NOT NULL, retention INTEGER NOT NULL,
+        rounds INTEGER NOT NULL DEFAULT 0, created DOUBLE PRECISION NOT NULL, data BYTEA NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS kb_files_session ON kb_files(session)",
+    """CREATE TABLE IF NOT EXISTS kb_chunks (
+        id BIGSERIAL PRIMARY KEY, file_id TEXT NOT NULL REFERENCES kb_files(id) ON DELETE CASCADE,
+        session TEXT NOT NULL, ord INTEGER NOT NULL, text TEXT NOT NULL, page INTEGER,
+        heading TEXT NOT NULL, span TEXT NOT NULL, vector BYTEA,
+        tsv TSVECTOR GENERATED ALWAYS AS (
+            setweight(to_tsvector('english', text), 'A') || setweight(to_tsvector('english', heading), 'B')
+        ) STORED)""",
+    "CREATE INDEX IF NOT EXISTS kb_chunks_file ON kb_chunks(file_id)",
+    "CREATE INDEX IF NOT EXISTS kb_chunks_session ON kb_chunks(session)",
+    "CREATE INDEX IF NOT EXISTS kb_chunks_tsv ON kb_chunks USING GIN (tsv)",
+]
+
+
+class PostgresIndex:
+    """PostgreSQL full-text search over the session's chunks (one connection, serialised)."""
+
+    def __init__(self, url: str) -> None:
+        try:
+            import psycopg
+        except ImportError:
+            raise ImportError("a PostgreSQL store needs psycopg: pip install 'reactchat[postgres]'") from None
+        self.url = url
+        self.lock = threading.Lock()
+        self._connect: Callable[[], Any] = lambda: psycopg.connect(url, autocommit=True)
+        self.db: Any = self._connect()
+        with self.write() as cur:
+            # CREATE ... IF NOT EXISTS still races between workers starting at once
+            cur.execute("SELECT pg_advisory_xact_lock(hashtext('reactchat.kb_schema'))")
+            for statement in _SCHEMA:
+                cur.execute(statement)
+
+    def _live(self) -> Any:
+        # a server restart breaks the connection: the next call opens a new one
+        if self.db.closed or self.db.broken:
+            self.db = self._connect()
+        return self.db
+
+    @contextmanager
+    def write(self) -> Iterator[Any]:
+        """A cursor inside one transaction."""
+        with self.lock:
+            db = self._live()
+            with db.transaction(), db.cursor() as cur:
+                yield cur
+
+    def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+        with self.lock, self._live().cursor() as cur:
+            cur.execute(sql, params)
+            rows: list[tuple[Any, ...]] = cur.fetchall()
+            return rows
+
+    def add(self, file: FileRow, data: bytes, chunks: Sequence[Chunk], vectors: Sequence[bytes] | None) -> None:
+        """Store a file and its chunks in one transaction."""
+        with self.write() as cur:
+            cur.execute(
+                f"INSERT INTO kb_files ({_FILE_COLUMNS}, data) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                (*_file_values(file), data),
+            )
+            cur.executemany(
+                "INSERT INTO kb_chunks (file_id, session, ord, text, page, heading, span, vector) "
+                "VALUES (%s,%s,%s,%s,%s,%s,%s,%s)",
+                [
+                    (file.id, file.session, i, c.text, c.page, c.heading, c.span, vectors[i] if vectors else None)
+                    for i, c in enumerate(chunks)
+                ],
+            )
+
+    def files(self, session: str) -> list[FileRow]:
+        """The session's files, oldest first."""
+        rows = self._rows(f"SELECT {_FILE_COLUMNS} FROM kb_files WHERE session = %s ORDER BY created, id", (session,))
+        return [FileRow(*r) for r in rows]
+
+    def data(self, session: str, file_id: str) -> bytes | None:
+        """A stored file's bytes."""
+        rows = self._rows("SELECT data FROM kb_files WHERE session = %s AND id = %s", (session, file_id))
+        return bytes(rows[0][0]) if rows else None
+
+    def delete(self, session: str, file_ids: Sequence[str] | None = None) -> list[FileRow]:
+        """Delete some (or all) of the session's files; their chunks go by cascade."""
+        with self.write() as cur:
+            if file_ids is None:
+                cur.execute(f"DELETE FROM kb_files WHERE session = %s RETURNING {_FILE_COLUMNS}", (session,))
+            else:
+                cur.execute(
+                    f"DELETE FROM kb_files WHERE session = %s AND id = ANY(%s) RETURNING {_FILE_COLUMNS}",
+                    (session, list(file_ids)),
+                )
+            return [FileRow(*r) for r in cur.fetchall()]
+
+    def end_round(self, session: str) -> list[FileRow]:
+        """Count a finished round; delete the files whose rounds reached their retention."""
+        with self.write() as cur:
+            cur.execute("UPDATE kb_files SET rounds = rounds + 1 WHERE session = %s", (session,))
+            cur.execute(
+                f"DELETE FROM kb_files WHERE session = %s AND rounds >= retention RETURNING {_FILE_COLUMNS}",
+                (session,),
+            )
+            return [FileRow(*r) for r in cur.fetchall()]
+
+    def keyword(self, session: str, terms: Sequence[str], k: int) -> list[tuple[int, float]]:
+        """``ts_rank`` over the session's chunks: ``(chunk id, score)``, best first."""
+        if not terms:
+            return []
+        # terms are bare words ([^\W_]+), so joining them with | is always a valid tsquery
+        rows = self._rows(
+            "SELECT id, ts_rank(tsv, q) AS score FROM kb_chunks, to_tsquery('english', %s) q "
+            "WHERE session = %s AND tsv @@ q ORDER BY score DESC, id LIMIT %s",
+            (" | ".join(terms), session, k),
+        )
+        return [(int(cid), float(score)) for cid, score in rows]
+
+    def vectors(self, session: str) -> list[tuple[int, bytes]]:
+        """The session's chunk vectors."""
+        rows = self._rows("SELECT id, vector FROM kb_chunks WHERE session = %s AND vector IS NOT NULL", (session,))
+        return [(int(cid), bytes(vec)) for cid, vec in rows]
+
+    def chunks(self, ids: Sequence[int]) -> dict[int, ChunkRow]:
+        """Chunks by id, with their file's name."""
+        if not ids:
+            return {}
+        rows = self._rows(
+            "SELECT c.id, c.file_id, f.name, c.text, c.page, c.heading, c.span FROM kb_chunks c "
+            "JOIN kb_files f ON f.id = c.file_id WHERE c.id = ANY(%s)",
+            (list(ids),),
+        )
+        return {int(r[0]): ChunkRow(*r) for r in rows}
+
+    def close(self) -> None:
+        """Close the connection."""
+        with self.lock:
+            self.db.close()

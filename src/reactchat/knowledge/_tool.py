@@ -1,0 +1,100 @@
+"""The ``search_files`` tool and ``attach``, which plugs a knowledge base into an ``Agent``.
+
+The model only ever gives a query: which session's files to search comes from the
+``RunContext`` (``ctx.session``, and the knowledge base from ``ctx.services``), so a
+model cannot name a path or reach another session's files.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from reactchat.knowledge._kb import Hit, KnowledgeBase
+from reactchat.tools import RunContext, Tool
+
+if TYPE_CHECKING:
+    from reactchat.agent import Agent
+    from reactchat.store import Store
+
+#: the key under which the knowledge base sits in ``RunContext.services``
+SERVICE = "knowledge"
+DEFAULT_BUDGET = 3000
+
+
+def render(query: str, hits: list[Hit], budget: int) -> str:
+    """Passages with their citations, trimmed evenly so that every citation fits in ``budget``."""
+    if not hits:
+        return f"No passage of the uploaded files matches {query!r}. Try other words, or answer without the files."
+    heads = [f"[{i}] {h.name} · {h.where}" if h.where else f"[{i}] {h.name}" for i, h in enumerate(hits, 1)]
+    count = f"{len(hits)} passage" + ("s" if len(hits) > 1 else "")
+    intro = f"{count} from the uploaded files for {query!r} (cite them as [file · position]):"
+    room = budget - len(intro) - sum(len(h) + 3 for h in heads)
+    share = max(80, room // len(hits))
+    parts = [intro]
+    for head, hit in zip(heads, hits, strict=True):
+        text = " ".join(hit.text.split())
+        if len(text) > share:
+            text = text[: share - 1].rsplit(" ", 1)[0] + "…"
+        parts.append(f"{head}\n{text}")
+    return "\n".join(parts)
+
+
+def search_files_tool(kb: KnowledgeBase | None = None, *, k: int = 5, budget: int = DEFAULT_BUDGET) -> Tool:
+    """A ``search_files`` tool over the session's uploaded files.
+
+    The knowledge base is ``ctx.services["knowledge"]``, else ``kb``, else the one of
+    the run's store. Observations stay within ``budget`` characters.
+    """
+
+    async def search_files(query: str, ctx: RunContext) -> str:
+        """Search the files the user uploaded in this chat. Returns the best matching passages,
+        each with its file name and position (page, section, lines) to cite.
+
+        Args:
+            query: the words to look for, as they would appear in the file
+        """
+        base: KnowledgeBase = ctx.services.get(SERVICE) or kb or KnowledgeBase.for_store(ctx.store)
+        hits = await base.search(ctx.session, query, k)
+        if not hits and not await base.has_files(ctx.session):
+            return "No file is uploaded in this chat any more (files expire after some rounds or when cleared)."
+        return render(query, hits, budget)
+
+    # volatile: the same query may find new passages after another upload in the same turn
+    return Tool(search_files, idempotent=True, volatile=True, max_chars=budget + 200)
+
+
+def attach(
+    agent: Agent,
+    kb: KnowledgeBase | None = None,
+    *,
+    k: int = 5,
+    **options: Any,
+) -> KnowledgeBase:
+    """Let ``agent`` chat with uploaded files; returns the knowledge base to upload into.
+
+    Adds ``search_files`` to a session's tools while it has live files, and counts a
+    round after each finished turn (``done`` or ``stopped``; a turn waiting on an
+    ask_user question counts once, when it finishes). ``options`` go to
+    ``KnowledgeBase.for_store`` (``retention``, ``embeddings``...).
+    """
+    base = kb or KnowledgeBase.for_store(agent.store, **options)
+    budget = min(DEFAULT_BUDGET, agent.max_observation_chars - 200)
+    search = search_files_tool(base, k=k, budget=budget)
+    previous_tools = agent.session_tools
+    previous_end = agent.on_turn_end
+
+    async def session_tools(session: str, store: Store) -> list[Tool]:
+        tools = list(await previous_tools(session, store)) if previous_tools else []
+        if await base.has_files(session):
+            tools.append(search)
+        return tools
+
+    async def on_turn_end(session: str, store: Store, status: str) -> None:
+        if previous_end is not None:
+            await previous_end(session, store, status)
+        await base.end_round(session)
+
+    agent.session_tools = session_tools
+    agent.on_turn_end = on_turn_end
+    agent.services[SERVICE] = base
+    return base
