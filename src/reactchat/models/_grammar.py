@@ -21,6 +21,7 @@ from __future__ import annotations
 import importlib
 import json
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -28,6 +29,8 @@ from reactchat.messages import ReactLabels, ToolSpec
 
 # the converter caps integers at 16 digits; bounds beyond that are not worth a rule
 _MAX_DIGITS = 16
+# string schemas that already constrain their length or shape
+_STRING_CONSTRAINTS = {"maxLength", "pattern", "format", "enum", "const"}
 
 
 def gbnf_literal(text: str) -> str:
@@ -110,8 +113,23 @@ def _integer_bounds(schema: dict[str, Any]) -> tuple[int | None, int | None]:
 # ----------------------------------------------------------------- schema rules
 
 
-def _schema_converter() -> Any:
-    """llama.cpp's JSON-schema converter, with integer bounds enforced."""
+@dataclass(frozen=True)
+class Limits:
+    """Character caps on the free-text parts of a step.
+
+    A greedy small model can loop inside a string or a thought until it runs out of
+    tokens, and a step cut off there does not parse. Capping each part makes every step
+    end well within ``LocalModel.max_tokens``; the caps are generous for real thoughts
+    and arguments, and a schema's own ``maxLength`` wins over ``string``.
+    """
+
+    thought: int = 300
+    answer: int = 600
+    string: int = 200
+
+
+def _schema_converter(limits: Limits) -> Any:
+    """llama.cpp's JSON-schema converter, with integer bounds and string caps enforced."""
     try:
         # through importlib: typing must not depend on whether the extra is installed
         grammar_module: Any = importlib.import_module("llama_cpp.llama_grammar")
@@ -120,11 +138,21 @@ def _schema_converter() -> Any:
             "grammar-constrained decoding needs llama-cpp-python: pip install 'reactchat[local]'"
         ) from exc
 
+    # JSON forbids raw control characters in strings; llama-cpp-python's rule allows them,
+    # and a raw newline inside an Action Input lets the model run into "\nObservation:"
+    strict_char = grammar_module.BuiltinRule(r'[^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})', [])
+
     class BoundedSchemaConverter(grammar_module.SchemaConverter):  # type: ignore[misc]
+        def _add_primitive(self, name: str, rule: Any) -> Any:
+            return super()._add_primitive(name, strict_char if name == "char" else rule)
+
         def visit(self, schema: dict[str, Any], name: str) -> Any:
             low, high = _integer_bounds(schema)
             if schema.get("type") == "integer" and (low is not None or high is not None):
                 return self._add_rule(name or "root", integer_range_rule(low, high))
+            if schema.get("type") == "string" and not _STRING_CONSTRAINTS & schema.keys():
+                char = self._add_primitive("char", strict_char)
+                return self._add_rule(name or "root", f'"\\"" {char}{{0,{limits.string}}} "\\"" space')
             return super().visit(schema, name)
 
     return BoundedSchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)
@@ -154,32 +182,35 @@ def _check_tools(tools: list[ToolSpec]) -> None:
 # ----------------------------------------------------------------- the grammars
 
 
-def react_step_grammar(labels: ReactLabels, tools: list[ToolSpec], *, leading_space: bool = True) -> str:
+def react_step_grammar(
+    labels: ReactLabels, tools: list[ToolSpec], *, leading_space: bool = True, limits: Limits = Limits()
+) -> str:
     """GBNF for one ReAct step continuing a scratchpad that ends with ``<Thought>:``.
 
     ``leading_space`` is False when the scratchpad already ends with whitespace.
     With no tools, only the final answer is allowed.
     """
-    return _react_step_grammar(labels.model_dump_json(), json.dumps([t.model_dump() for t in tools]), leading_space)
+    tools_json = json.dumps([t.model_dump() for t in tools])
+    return _react_step_grammar(labels.model_dump_json(), tools_json, leading_space, limits)
 
 
 @lru_cache(maxsize=64)
-def _react_step_grammar(labels_json: str, tools_json: str, leading_space: bool) -> str:
+def _react_step_grammar(labels_json: str, tools_json: str, leading_space: bool, limits: Limits) -> str:
     labels = ReactLabels.model_validate_json(labels_json)
     tools = [ToolSpec.model_validate(t) for t in json.loads(tools_json)]
     _check_tools(tools)
-    converter = _schema_converter()
+    converter = _schema_converter(limits)
     inputs = _add_tool_input_rules(converter, tools)
     action_input = gbnf_literal(f"\n{labels.action_input}: ")
     space = '" " ' if leading_space else ""
     lines = [
         # the thought is one non-empty line; the step then either acts or answers
         f'root ::= {space}thought-text "\\n" ' + ("(action | final-answer)" if tools else "final-answer"),
-        "thought-text ::= [^ \\n] [^\\n]*",
+        f"thought-text ::= [^ \\n] [^\\n]{{0,{limits.thought - 1}}}",
         f"final-answer ::= {gbnf_literal(labels.final_answer + ': ')} answer-text",
         # one line: a 135M model that may start a new line tends to write a whole
         # made-up dialogue after its answer; one line still holds a paragraph
-        "answer-text ::= [^ \\n] [^\\n]*",
+        f"answer-text ::= [^ \\n] [^\\n]{{0,{limits.answer - 1}}}",
     ]
     if tools:
         alternatives = " | ".join(f"{gbnf_literal(name)} {action_input} {rule}" for name, rule in inputs.items())
@@ -188,16 +219,16 @@ def _react_step_grammar(labels_json: str, tools_json: str, leading_space: bool) 
     return "\n".join(lines) + "\n" + schema_rules + "\n"
 
 
-def tool_call_grammar(tools: list[ToolSpec]) -> str:
+def tool_call_grammar(tools: list[ToolSpec], *, limits: Limits = Limits()) -> str:
     """GBNF for a native-protocol reply: one JSON tool call or a plain-text answer."""
-    return _tool_call_grammar(json.dumps([t.model_dump() for t in tools]))
+    return _tool_call_grammar(json.dumps([t.model_dump() for t in tools]), limits)
 
 
 @lru_cache(maxsize=64)
-def _tool_call_grammar(tools_json: str) -> str:
+def _tool_call_grammar(tools_json: str, limits: Limits) -> str:
     tools = [ToolSpec.model_validate(t) for t in json.loads(tools_json)]
     _check_tools(tools)
-    converter = _schema_converter()
+    converter = _schema_converter(limits)
     inputs = _add_tool_input_rules(converter, tools)
     calls = " | ".join(
         f'{gbnf_literal(json.dumps(name))} space "," space "\\"input\\"" space ":" space {rule}'

