@@ -1,6 +1,6 @@
 """``AnthropicModel``: Claude through the official ``anthropic`` SDK (Messages API).
 
-``model="anthropic:claude-sonnet-4-5"`` with ``ANTHROPIC_API_KEY`` (or
+``model="anthropic:claude-sonnet-4-6"`` with ``ANTHROPIC_API_KEY`` (or
 ``ANTHROPIC_AUTH_TOKEN``); ``ANTHROPIC_BASE_URL`` / ``base_url=`` for a proxy. Options
 can ride in the spec: ``anthropic:MODEL?max_tokens=1024&stream=false``.
 
@@ -97,7 +97,7 @@ class AnthropicModel:
         http_client: Any = None,
     ) -> None:
         if not model:
-            raise ValueError("anthropic models need a model name: 'anthropic:claude-sonnet-4-5'")
+            raise ValueError("anthropic models need a model name: 'anthropic:claude-sonnet-4-6'")
         if prefill not in ("auto", "assistant", "user"):
             raise ValueError(f"prefill must be 'auto', 'assistant' or 'user', not {prefill!r}")
         _sdk()
