@@ -111,8 +111,19 @@ class Agent:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
-            return asyncio.run(self.arun(message, session, reply_to=reply_to))
-        raise RuntimeError("Agent.run() cannot be called inside an event loop: use 'await agent.arun(...)'")
+            pass
+        else:
+            raise RuntimeError("Agent.run() cannot be called inside an event loop: use 'await agent.arun(...)'")
+        results: list[RunResult] = []
+
+        async def main() -> None:
+            # The main task returns None: on Python 3.11 asyncio.run's SIGINT bookkeeping
+            # formats repr(main task), which would include the whole RunResult (every
+            # event of the turn), an O(steps) cost on every run.
+            results.append(await self.arun(message, session, reply_to=reply_to))
+
+        asyncio.run(main())
+        return results[0]
 
     async def arun(
         self,
