@@ -131,7 +131,7 @@ def build_agent(args: argparse.Namespace) -> object:
     from reactchat.agent import Agent
     from reactchat.toolbox import calculator
 
-    return Agent(
+    agent = Agent(
         model=args.model,
         tools=[calculator],
         protocol=args.protocol,
@@ -139,6 +139,10 @@ def build_agent(args: argparse.Namespace) -> object:
         store=store_url(args.db),
         language=args.lang,
     )
+    from reactchat.knowledge import attach
+
+    attach(agent, retention=args.retention)  # uploaded files: search_files while they live
+    return agent
 
 
 async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -147,11 +151,19 @@ async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     agent = build_agent(args)
     assert isinstance(agent, Agent)
     trace = Trace(out, err, quiet=args.json)
-    trace.start_spinner()
+    session = args.session
     try:
-        result = await agent.arun(args.question, args.session, on_event=trace.show)
+        if args.file:
+            from reactchat.knowledge._cli import upload
+
+            session = session or await agent.store.create_session()
+            for path in args.file:
+                await upload(agent.services["knowledge"], session, path, err if args.json else out, err)
+        trace.start_spinner()
+        result = await agent.arun(args.question, session, on_event=trace.show)
     finally:
         trace.stop_spinner()
+        await agent.services["knowledge"].close()
         await agent.store.close()
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, default=str), file=out)
@@ -170,7 +182,9 @@ async def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     assert isinstance(agent, Agent)
     trace = Trace(out, err)
     session = args.session
-    print("reactchat chat: /new starts a new session, /history shows it, /quit leaves.", file=out)
+    from reactchat.knowledge._cli import HELP, chat_command
+
+    print(f"reactchat chat: /new starts a new session, /history shows it, {HELP}, /quit leaves.", file=out)
     try:
         while True:
             try:
@@ -185,6 +199,9 @@ async def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if text == "/new":
                 session = None
                 print("(new session)", file=out)
+                continue
+            if text.split(" ", 1)[0] in ("/upload", "/files", "/clear"):
+                session = await chat_command(agent, session, text, out, err)
                 continue
             if text == "/history":
                 if session is None:
@@ -202,6 +219,7 @@ async def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 print(trace.paint("error", f"error: {exc}"), file=err)
             trace.stop_spinner()
     finally:
+        await agent.services["knowledge"].close()
         await agent.store.close()
 
 
@@ -233,6 +251,7 @@ def parser() -> argparse.ArgumentParser:
     ask.add_argument("question")
     ask.add_argument("--session", help="continue this session (answers its pending question)")
     ask.add_argument("--json", action="store_true", help="print the result as JSON")
+    ask.add_argument("--file", action="append", metavar="PATH", help="upload a file to ask about (repeatable)")
     chat = commands.add_parser("chat", help="interactive chat")
     chat.add_argument("--session", help="continue this session")
     for p in (ask, chat):
@@ -240,6 +259,7 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--protocol", choices=["react", "native"], default="react")
         p.add_argument("--max-steps", type=_positive, default=10)
         p.add_argument("--lang", choices=["en", "fr", "ja"], default="en", help="prompt language")
+        p.add_argument("--retention", type=_positive, default=5, help="rounds an uploaded file stays for")
     serve = commands.add_parser("serve", help="HTTP API and web chat page")
     common(serve)
     serve.add_argument("--host", default="127.0.0.1")
