@@ -303,3 +303,21 @@ def test_missing_sdk_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "anthropic", None)
     with pytest.raises(ImportError, match=r"pip install 'reactchat\[anthropic\]'"):
         AnthropicModel("claude-sonnet-4-6", api_key="sk-ant-test")
+
+
+async def test_an_error_event_before_any_text_is_retried(server: ReplayServer) -> None:
+    broken = anthropic_stream([{"text": ["never sent"]}])[:2]  # message_start, ping
+    broken.append(("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))
+    server.push(Canned(sse=broken), Canned(sse=anthropic_stream([{"text": ["Second ", "try."]}])))
+    assert await ask(make(server, stream=True)) == "Second try."
+    assert len(server.requests) == 2
+
+
+async def test_an_error_event_after_text_is_not_retried(server: ReplayServer) -> None:
+    events = anthropic_stream([{"text": ["Half a"]}])[:5]  # up to the first text delta
+    events.append(("error", {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}))
+    server.push(Canned(sse=events), Canned(sse=anthropic_stream([{"text": ["again"]}])))
+    deltas: list[str] = []
+    with pytest.raises(ModelError, match="stream broke after 6 characters"):
+        await ask(make(server, stream=True, on_delta=deltas.append))
+    assert deltas == ["Half a"] and len(server.requests) == 1

@@ -63,6 +63,9 @@ def classify(exc: Exception, where: Endpoint) -> ModelError:
         return exc
     names = {cls.__name__ for cls in type(exc).__mro__}
     status = getattr(exc, "status_code", None)
+    if isinstance(status, int) and status < 400:
+        # an error event inside a stream that began with 200: its type says what it is
+        status = _STATUS_OF_TYPE.get(_error_type(exc), 500)
     if isinstance(status, int):
         return _status_error(status, server_message(exc), _retry_after(exc), where)
     if "APITimeoutError" in names or isinstance(exc, TimeoutError):
@@ -100,6 +103,25 @@ def _status_error(status: int, message: str, retry_after: float | None, where: E
     if status == 408 or status >= 500:
         return RetryableError(f"{where.provider} server error ({status}){said}", retry_after)
     return ModelError(f"{where.provider} rejected the request ({status}){said}")
+
+
+#: Anthropic's error types (also sent as stream events) and the status each stands for
+_STATUS_OF_TYPE = {
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+}
+
+
+def _error_type(exc: Exception) -> str:
+    body = getattr(exc, "body", None)
+    error = body.get("error") if isinstance(body, dict) else None
+    return str(error.get("type", "")) if isinstance(error, dict) else ""
 
 
 def server_message(exc: Exception) -> str:
