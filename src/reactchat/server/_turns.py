@@ -12,7 +12,6 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 from reactchat.agent import Agent
@@ -28,24 +27,52 @@ KEEPALIVE = 15.0
 Item = Event | BaseException | None
 
 
-@dataclass
 class TurnFeed:
-    """The events of one running turn, as they become durable."""
+    """The events of one running turn, as they become durable.
 
-    session: str
-    queue: asyncio.Queue[Item] = field(default_factory=asyncio.Queue)
+    Not an ``asyncio.Queue``: a reader takes everything that is ready at once, so an SSE
+    writer sends a step's thought and action in one write instead of one each.
+    """
 
-    async def items(self, keepalive: float = KEEPALIVE) -> AsyncIterator[Event | BaseException | None]:
-        """Events (and a failure, if any) until the turn ends; ``None`` while idle for ``keepalive``."""
+    def __init__(self, session: str) -> None:
+        self.session = session
+        self._items: list[Event | BaseException] = []
+        self._ready = asyncio.Event()
+        self._closed = False
+
+    def put(self, item: Event | BaseException) -> None:
+        """Add an event (or the failure that ended the turn)."""
+        self._items.append(item)
+        self._ready.set()
+
+    def close(self) -> None:
+        """The turn is over: readers stop once they have everything."""
+        self._closed = True
+        self._ready.set()
+
+    async def batches(self, keepalive: float = KEEPALIVE) -> AsyncIterator[list[Item]]:
+        """Everything ready since the last batch; ``[None]`` after ``keepalive`` idle seconds."""
         while True:
-            try:
-                item = await asyncio.wait_for(self.queue.get(), timeout=keepalive)
-            except TimeoutError:
-                yield None
-                continue
-            if item is None:
+            if not self._items and not self._closed:
+                try:
+                    async with asyncio.timeout(keepalive):
+                        await self._ready.wait()
+                except TimeoutError:
+                    yield [None]
+                    continue
+            batch: list[Item] = list(self._items)
+            self._items.clear()
+            self._ready.clear()
+            if batch:
+                yield batch
+            if self._closed and not self._items:
                 return
-            yield item
+
+    async def items(self, keepalive: float = KEEPALIVE) -> AsyncIterator[Item]:
+        """Events (and a failure, if any) until the turn ends; ``None`` while idle for ``keepalive``."""
+        async for batch in self.batches(keepalive):
+            for item in batch:
+                yield item
 
     async def events(self) -> tuple[list[Event], BaseException | None]:
         """Wait for the turn to end: its events and the failure that ended it, if any."""
@@ -71,7 +98,7 @@ class Turns:
         stream = agent.stream(message, session, reply_to=reply_to)
         first = await anext(stream)
         feed = TurnFeed(session)
-        feed.queue.put_nowait(first)
+        feed.put(first)
         task = asyncio.create_task(_pump(stream, feed))
         self.running[session] = task
         task.add_done_callback(lambda _: self.running.pop(session, None))
@@ -94,12 +121,12 @@ class Turns:
 async def _pump(stream: AsyncIterator[Event], feed: TurnFeed) -> None:
     try:
         async for event in stream:
-            feed.queue.put_nowait(event)
+            feed.put(event)
     except Exception as exc:
         log.exception("turn of session %s failed", feed.session)
-        feed.queue.put_nowait(exc)
+        feed.put(exc)
     finally:
-        feed.queue.put_nowait(None)
+        feed.close()
 
 
 def failure_event(session: str, exc: BaseException) -> ErrorEvent:
@@ -137,15 +164,18 @@ async def sse(feed: TurnFeed, extra: Callable[[], Awaitable[dict[str, Any]]] | N
     the ``summary`` and whatever ``extra()`` adds (the files and their rounds left)."""
     events: list[Event] = []
     failed = False
-    async for item in feed.items():
-        if item is None:
-            yield ": keepalive\n\n"
-        elif isinstance(item, BaseException):
-            failed = True
-            yield frame("error", failure_event(feed.session, item).model_dump_json())
-        else:
-            events.append(item)
-            yield frame(item.type, item.model_dump_json())
+    async for batch in feed.batches():
+        frames = []
+        for item in batch:
+            if item is None:
+                frames.append(": keepalive\n\n")
+            elif isinstance(item, BaseException):
+                failed = True
+                frames.append(frame("error", failure_event(feed.session, item).model_dump_json()))
+            else:
+                events.append(item)
+                frames.append(frame(item.type, item.model_dump_json()))
+        yield "".join(frames)
     end = summary(feed.session, events, failed)
     if extra is not None:
         end.update(await extra())

@@ -1,0 +1,248 @@
+"""Load on the HTTP server: many concurrent sessions streaming turns over SSE.
+
+    .venv/bin/python benchmarks/server_load.py [--sessions 100] [--turns 5] [--latency 0.05] [--db memory:]
+
+A real uvicorn process serves a scripted model that takes ``--latency`` seconds per
+call and needs 3 calls per turn (two calculator steps, then the final answer), so a
+turn can never be faster than 3 × latency. Each of ``--sessions`` clients runs
+``--turns`` turns one after the other, all clients at once. Printed: turns/s against
+the ideal (every turn at 3 × latency, all sessions in parallel), p50/p99 turn latency
+and the time to the first SSE event, the server's resident memory per session (its
+growth over the run, divided by the sessions) and the server's CPU time per turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).parent
+STEPS = 3
+
+
+class StepModel:
+    """Two calculator steps, then a final answer; ``delay`` seconds per call."""
+
+    name = "bench"
+    supports_tools = False
+    supports_grammar = False
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    async def complete(self, request: Any) -> Any:
+        from reactchat.messages import Reply, TextPart
+
+        await asyncio.sleep(self.delay)
+        scratchpad = request.messages[-1].text
+        seen = re.findall(r"Observation: (.*?)\nThought:", scratchpad, re.S)
+        if len(seen) < STEPS - 1:
+            expression = f"{len(seen) + 1} + {len(seen) + 1}"
+            text = f' Step {len(seen) + 1}.\nAction: calculator\nAction Input: {{"expression": "{expression}"}}'
+        else:
+            text = f" Done.\nFinal Answer: {seen[-1]}"
+        return Reply(parts=[TextPart(text=text)])
+
+
+def bench_app() -> Any:
+    """The app under load (``uvicorn --factory server_load:bench_app``)."""
+    from reactchat import Agent
+    from reactchat.server import ServerConfig, create_app
+    from reactchat.toolbox import calculator
+
+    delay = float(os.environ["BENCH_LATENCY"])
+    config = ServerConfig(model="bench", store=os.environ.get("REACTCHAT_DB", "memory:"))
+    return create_app(lambda store: Agent(model=StepModel(delay), tools=[calculator], store=store), config=config)
+
+
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Connection:
+    """A minimal keep-alive HTTP/1.1 client over asyncio streams.
+
+    httpx costs the client ~18 ms of CPU per streamed turn, more than the server; on a
+    shared 2-core machine that would measure the client. This one parses only what
+    uvicorn sends: a status line, headers, then a chunked or sized body.
+    """
+
+    def __init__(self, host: str, port: int) -> None:
+        self.host, self.port = host, port
+        self.reader: asyncio.StreamReader | None = None
+        self.writer: asyncio.StreamWriter | None = None
+
+    async def request(self, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+        """Send a request; returns the status and an async iterator of body pieces."""
+        if self.writer is None:
+            self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
+        data = json.dumps(body).encode() if body is not None else b""
+        head = f"{method} {path} HTTP/1.1\r\nHost: {self.host}\r\nContent-Type: application/json\r\n"
+        self.writer.write(f"{head}Content-Length: {len(data)}\r\n\r\n".encode() + data)
+        assert self.reader is not None
+        status = int((await self.reader.readline()).split()[1])
+        headers = {}
+        while (line := await self.reader.readline()) not in (b"\r\n", b""):
+            name, _, value = line.decode().partition(":")
+            headers[name.strip().lower()] = value.strip()
+        return status, self._body(headers)
+
+    async def _body(self, headers: dict[str, str]) -> Any:
+        assert self.reader is not None
+        if headers.get("transfer-encoding") == "chunked":
+            while size := int((await self.reader.readline()).strip(), 16):
+                yield await self.reader.readexactly(size)
+                await self.reader.readexactly(2)
+            await self.reader.readexactly(2)
+        else:
+            yield await self.reader.readexactly(int(headers.get("content-length", "0")))
+
+    async def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+            await self.writer.wait_closed()
+
+
+async def one_session(port: int, turns: int, latencies: list[float], firsts: list[float]) -> None:
+    conn = Connection("127.0.0.1", port)
+    try:
+        status, body = await conn.request("POST", "/v1/sessions")
+        session = json.loads(b"".join([piece async for piece in body]))["session"]
+        for i in range(turns):
+            started = time.perf_counter()
+            first = None
+            status, body = await conn.request("POST", f"/v1/sessions/{session}/messages", {"message": f"turn {i}"})
+            received = b""
+            async for piece in body:
+                first = first if first is not None else time.perf_counter() - started
+                received += piece
+            if status != 200:
+                raise RuntimeError(f"HTTP {status}: {received!r}")
+            end = json.loads(received.rsplit(b"event: end\ndata: ", 1)[1])
+            if end["status"] != "done":
+                raise RuntimeError(f"turn ended badly: {end}")
+            latencies.append(time.perf_counter() - started)
+            firsts.append(first or 0.0)
+    finally:
+        await conn.close()
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+async def load(port: int, sessions: int, turns: int) -> tuple[float, list[float], list[float]]:
+    latencies: list[float] = []
+    firsts: list[float] = []
+    started = time.perf_counter()
+    await asyncio.gather(*(one_session(port, turns, latencies, firsts) for _ in range(sessions)))
+    return time.perf_counter() - started, latencies, firsts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--turns", type=int, default=5, help="turns per session, one after the other")
+    parser.add_argument("--latency", type=float, default=0.05, help="seconds per model call")
+    parser.add_argument("--db", default="memory:", help="store URL: memory:, sqlite:///path.db, postgresql://...")
+    parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    args = parser.parse_args()
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, "BENCH_LATENCY": str(args.latency), "REACTCHAT_DB": args.db}
+    profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
+    command = [sys.executable, *profile, "-m", "uvicorn", "--factory", "--app-dir", str(HERE), "server_load:bench_app"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
+    server = subprocess.Popen(command, env=env)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(f"{url}/v1/models", timeout=1)
+                break
+            except httpx.TransportError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise SystemExit("the server did not start") from None
+                time.sleep(0.1)
+        asyncio.run(load(port, 2, 1))  # warm up imports and the first connections
+        rss_before, cpu_before = rss_kib(server.pid), cpu_seconds(server.pid)
+        client_before = time.process_time()
+        wall, latencies, firsts = asyncio.run(load(port, args.sessions, args.turns))
+        client_cpu = time.process_time() - client_before
+        rss_after, cpu_after = rss_kib(server.pid), cpu_seconds(server.pid)
+    finally:
+        server.send_signal(signal.SIGINT)  # like Ctrl-C: a profiled server writes its profile
+        server.wait(10)
+
+    total = args.sessions * args.turns
+    ideal_turn = STEPS * args.latency
+    ideal_rate = args.sessions / ideal_turn
+    result = {
+        "sessions": args.sessions,
+        "turns": total,
+        "store": args.db.split(":", 1)[0],
+        "model_latency_s": args.latency,
+        "wall_s": round(wall, 2),
+        "turns_per_s": round(total / wall, 1),
+        "ideal_turns_per_s": round(ideal_rate, 1),
+        "efficiency": round(total / wall / ideal_rate, 3),
+        "turn_p50_ms": round(1000 * statistics.median(latencies), 1),
+        "turn_p99_ms": round(1000 * percentile(latencies, 99), 1),
+        "ideal_turn_ms": round(1000 * ideal_turn, 1),
+        "first_event_p50_ms": round(1000 * statistics.median(firsts), 1),
+        "server_rss_growth_kib_per_session": round((rss_after - rss_before) / args.sessions, 1),
+        "server_rss_mib": round(rss_after / 1024, 1),
+        "server_cpu_ms_per_turn": round(1000 * (cpu_after - cpu_before) / total, 2),
+        "client_cpu_ms_per_turn": round(1000 * client_cpu / total, 2),
+        "load_average": round(os.getloadavg()[0], 1),
+    }
+    if args.json:
+        print(json.dumps(result))
+        return
+    print(
+        f"{args.sessions} sessions × {args.turns} turns over SSE, {STEPS} model calls of {args.latency * 1000:.0f} ms"
+    )
+    print(f"store: {args.db}")
+    print(
+        f"throughput: {result['turns_per_s']} turns/s (ideal {result['ideal_turns_per_s']}, {result['efficiency']:.0%})"
+    )
+    p50, p99, ideal = result["turn_p50_ms"], result["turn_p99_ms"], result["ideal_turn_ms"]
+    print(f"turn latency: p50 {p50} ms, p99 {p99} ms (ideal {ideal} ms)")
+    print(f"first SSE event: p50 {result['first_event_p50_ms']} ms")
+    print(
+        f"server memory: {result['server_rss_growth_kib_per_session']} KiB per session "
+        f"(RSS {result['server_rss_mib']} MiB after the run)"
+    )
+    print(
+        f"CPU per turn: server {result['server_cpu_ms_per_turn']} ms, client {result['client_cpu_ms_per_turn']} ms "
+        f"(machine load average {result['load_average']} on {os.cpu_count()} cores)"
+    )
+
+
+if __name__ == "__main__":
+    main()
