@@ -42,12 +42,12 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ReplayServer]:
         yield replay
 
 
-def make(server: ReplayServer, **options: Any) -> AnthropicModel:
+def make(server: ReplayServer, name: str = "claude-sonnet-4-6", **options: Any) -> AnthropicModel:
     options.setdefault("api_key", "sk-ant-test")
     options.setdefault("backoff", 0.001)
     options.setdefault("timeout", 5.0)
     options.setdefault("stream", False)
-    return AnthropicModel("claude-sonnet-4-6", base_url=server.url, **options)
+    return AnthropicModel(name, base_url=server.url, **options)
 
 
 def text(value: str, stop: str = "end_turn") -> Canned:
@@ -98,13 +98,19 @@ async def test_text_react_uses_native_prefill_without_trailing_whitespace(server
 
 async def test_a_model_that_refuses_prefill_gets_the_scratchpad_in_the_user_message(server: ReplayServer) -> None:
     refusal = anthropic_error(
-        "invalid_request_error", "This model does not support assistant message prefill. End with a user message."
+        "invalid_request_error",
+        "This model does not support assistant message prefill. The conversation must end with a user message.",
     )
     server.push(Canned(400, refusal), text(" Easy.\nFinal Answer: 4"), text("Thought: Still easy.\nFinal Answer: 4"))
-    model = make(server)
+    model = make(server, "claude-opus-4-7")
     assert (await model.complete(react_request())).text == " Easy.\nFinal Answer: 4"
     assert (await model.complete(react_request())).text == " Still easy.\nFinal Answer: 4"
     assert len(server.requests) == 3  # one refusal, then the user form is remembered
+    server.push(text(" Yes.\nFinal Answer: 4"))
+    await make(server, "claude-opus-4-7").complete(
+        react_request()
+    )  # a new object for the same model: no second refusal
+    assert len(server.requests) == 4 and server.requests[3].json["messages"][-1]["role"] == "user"
     for sent in server.requests[1:]:
         assert sent.json["messages"][-1]["role"] == "user"
         assert sent.json["messages"][-1]["content"][-1]["text"] == "Question: What is 2+2?\nThought:"

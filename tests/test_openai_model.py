@@ -28,6 +28,7 @@ from fixtures.replay_server import (
 from reactchat import Agent, ModelError, calculator, tool
 from reactchat.messages import AssistantMessage, Request, SystemMessage, TextPart, ToolSpec, UserMessage
 from reactchat.models import ContextTooLong, resolve_model
+from reactchat.models._http_prefill import continuation
 from reactchat.models.openai import OpenAIModel, from_spec
 from reactchat.react import Action, FinalAnswer, parse
 
@@ -454,3 +455,32 @@ def test_two_event_loops_get_two_clients(server: ReplayServer) -> None:
     model = make(server)
     assert asyncio.run(ask(model)) == "one"
     assert asyncio.run(ask(model)) == "two"
+
+
+# ------------------------------------------------------------------ reading a continuation
+
+PAD = 'Thought: Add.\nAction: calculator\nAction Input: {"expression": "2+2"}\nObservation: 4\nThought:'
+
+
+@pytest.mark.parametrize(
+    ("said", "continued"),
+    [
+        (" So it is 4.\nFinal Answer: 4", " So it is 4.\nFinal Answer: 4"),
+        ("thought: So it is 4.\nFinal Answer: 4", " So it is 4.\nFinal Answer: 4"),
+        ("<think>easy</think>\nThought: So it is 4.\nFinal Answer: 4", " So it is 4.\nFinal Answer: 4"),
+        (PAD + " So it is 4.\nFinal Answer: 4", " So it is 4.\nFinal Answer: 4"),
+        # echoed without the first label, with its own spacing
+        (
+            ' Add.\nAction: calculator\nAction Input: {"expression":  "2+2"}\n\nObservation: 4\nThought: It is 4.',
+            " It is 4.",
+        ),
+    ],
+)
+def test_continuation_removes_what_chat_models_add(said: str, continued: str) -> None:
+    assert continuation(said, PAD) == continued
+
+
+def test_continuation_of_the_final_request() -> None:
+    pad = PAD + " No more steps: answer now.\nFinal Answer:"
+    assert continuation("Final Answer: 4", pad) == " 4"
+    assert continuation(" 4", pad) == " 4"

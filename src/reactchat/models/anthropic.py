@@ -8,7 +8,8 @@ can ride in the spec: ``anthropic:MODEL?max_tokens=1024&stream=false``.
   assistant message and Claude continues it after ``Thought:``. The API rejects a
   prefill that ends in whitespace, so it is sent right-stripped (the reply then starts
   with the space). Models that refuse prefill get the scratchpad appended to the last
-  user message instead (``prefill="auto"`` switches once, on the first such refusal).
+  user message instead: ``prefill="auto"`` switches on the first refusal ("This model
+  does not support assistant message prefill", Claude 4.6 and later) and remembers it.
 * **Native tools**: ``tool_use`` blocks out, ``tool_result`` blocks back — all results
   of one step in a single user message, in the order of the calls. Streamed tool input
   that is not valid JSON stays the raw string so the engine can tell the model.
@@ -63,6 +64,8 @@ _STOP: dict[str, StopReason] = {
     "model_context_window_exceeded": "max_tokens",
 }
 Prefill = Literal["auto", "assistant", "user"]
+#: models that answered "This model does not support assistant message prefill"
+_REFUSES_PREFILL: set[str] = set()
 
 
 def _sdk() -> Any:
@@ -145,7 +148,9 @@ class AnthropicModel:
         except ModelError as error:
             if scratchpad is None or self.prefill != "auto" or "prefill" not in str(error).casefold():
                 raise
-            self.prefill = "user"  # this model refuses assistant prefill: remember it
+            # Claude 4.6 and later refuse prefill; remember it for this process, since
+            # a server builds a new model object per request
+            _REFUSES_PREFILL.add(self.model)
             reply = await self._complete(request, messages, scratchpad)
         if scratchpad is None:
             return reply
@@ -156,7 +161,7 @@ class AnthropicModel:
     async def _complete(self, request: Request, messages: list[Message], scratchpad: str | None) -> Reply:
         prefill: str | None = None
         if scratchpad is not None:
-            if self.prefill == "user":
+            if self.prefill == "user" or (self.prefill == "auto" and self.model in _REFUSES_PREFILL):
                 messages = prefill_as_user(messages, scratchpad)
             else:
                 prefill = scratchpad.rstrip()  # the API rejects a prefill ending in whitespace
