@@ -9,6 +9,7 @@ turn can never be faster than 3 × latency. Each of ``--sessions`` clients runs
 the ideal (every turn at 3 × latency, all sessions in parallel), p50/p99 turn latency
 and the time to the first SSE event, the server's resident memory per session (its
 growth over the run, divided by the sessions) and the server's CPU time per turn.
+``--workers N`` starts N server processes on one store and spreads the sessions over them.
 """
 
 from __future__ import annotations
@@ -153,58 +154,62 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-async def load(port: int, sessions: int, turns: int) -> tuple[float, list[float], list[float]]:
+async def load(ports: list[int], sessions: int, turns: int) -> tuple[float, list[float], list[float]]:
+    """Run ``sessions`` clients at once, spread over the servers; wall time and per-turn latencies."""
     latencies: list[float] = []
     firsts: list[float] = []
     started = time.perf_counter()
-    await asyncio.gather(*(one_session(port, turns, latencies, firsts) for _ in range(sessions)))
+    clients = (one_session(ports[i % len(ports)], turns, latencies, firsts) for i in range(sessions))
+    await asyncio.gather(*clients)
     return time.perf_counter() - started, latencies, firsts
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sessions", type=int, default=100)
-    parser.add_argument("--turns", type=int, default=5, help="turns per session, one after the other")
-    parser.add_argument("--latency", type=float, default=0.05, help="seconds per model call")
-    parser.add_argument("--db", default="memory:", help="store URL: memory:, sqlite:///path.db, postgresql://...")
-    parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
-    args = parser.parse_args()
-
+def start_server(db: str, latency: float) -> tuple[subprocess.Popen[bytes], int]:
+    """One uvicorn process on a free loopback port, once it answers."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {**os.environ, "BENCH_LATENCY": str(args.latency), "REACTCHAT_DB": args.db}
+        port: int = sock.getsockname()[1]
+    env = {**os.environ, "BENCH_LATENCY": str(latency), "REACTCHAT_DB": db}
     profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
     command = [sys.executable, *profile, "-m", "uvicorn", "--factory", "--app-dir", str(HERE), "server_load:bench_app"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
     server = subprocess.Popen(command, env=env)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(f"{url}/v1/models", timeout=1)
-                break
-            except httpx.TransportError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise SystemExit("the server did not start") from None
-                time.sleep(0.1)
-        asyncio.run(load(port, 2, 1))  # warm up imports and the first connections
-        rss_before, cpu_before = rss_kib(server.pid), cpu_seconds(server.pid)
-        client_before = time.process_time()
-        wall, latencies, firsts = asyncio.run(load(port, args.sessions, args.turns))
-        client_cpu = time.process_time() - client_before
-        rss_after, cpu_after = rss_kib(server.pid), cpu_seconds(server.pid)
-    finally:
-        server.send_signal(signal.SIGINT)  # like Ctrl-C: a profiled server writes its profile
-        server.wait(10)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=1)
+            return server, port
+        except httpx.TransportError:
+            if server.poll() is not None or time.monotonic() > deadline:
+                server.kill()
+                raise SystemExit("the server did not start") from None
+            time.sleep(0.1)
 
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Run the load against ``args.workers`` servers; the numbers."""
+    servers = [start_server(args.db, args.latency) for _ in range(args.workers)]
+    ports = [port for _, port in servers]
+    pids = [server.pid for server, _ in servers]
+    try:
+        asyncio.run(load(ports, 2 * len(ports), 1))  # warm up imports and the first connections
+        rss_before, cpu_before = sum(map(rss_kib, pids)), sum(map(cpu_seconds, pids))
+        client_before = time.process_time()
+        wall, latencies, firsts = asyncio.run(load(ports, args.sessions, args.turns))
+        client_cpu = time.process_time() - client_before
+        rss_after, cpu_after = sum(map(rss_kib, pids)), sum(map(cpu_seconds, pids))
+    finally:
+        for server, _ in servers:
+            server.send_signal(signal.SIGINT)  # like Ctrl-C: a profiled server writes its profile
+        for server, _ in servers:
+            server.wait(10)
     total = args.sessions * args.turns
     ideal_turn = STEPS * args.latency
     ideal_rate = args.sessions / ideal_turn
-    result = {
+    return {
         "sessions": args.sessions,
         "turns": total,
+        "workers": args.workers,
         "store": args.db.split(":", 1)[0],
         "model_latency_s": args.latency,
         "wall_s": round(wall, 2),
@@ -221,27 +226,38 @@ def main() -> None:
         "client_cpu_ms_per_turn": round(1000 * client_cpu / total, 2),
         "load_average": round(os.getloadavg()[0], 1),
     }
+
+
+def report(r: dict[str, Any], db: str) -> None:
+    """The numbers, for people."""
+    calls = f"{STEPS} model calls of {r['model_latency_s'] * 1000:.0f} ms"
+    print(f"{r['sessions']} sessions × {r['turns'] // r['sessions']} turns over SSE, {calls}")
+    print(f"store: {db}, {r['workers']} server process(es)")
+    print(f"throughput: {r['turns_per_s']} turns/s (ideal {r['ideal_turns_per_s']}, {r['efficiency']:.0%})")
+    print(f"turn latency: p50 {r['turn_p50_ms']} ms, p99 {r['turn_p99_ms']} ms (ideal {r['ideal_turn_ms']} ms)")
+    print(f"first SSE event: p50 {r['first_event_p50_ms']} ms")
+    growth = r["server_rss_growth_kib_per_session"]
+    print(f"server memory: {growth} KiB per session (RSS {r['server_rss_mib']} MiB after the run)")
+    cpu = f"server {r['server_cpu_ms_per_turn']} ms, client {r['client_cpu_ms_per_turn']} ms"
+    print(f"CPU per turn: {cpu} (machine load average {r['load_average']} on {os.cpu_count()} cores)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--turns", type=int, default=5, help="turns per session, one after the other")
+    parser.add_argument("--latency", type=float, default=0.05, help="seconds per model call")
+    parser.add_argument("--db", default="memory:", help="store URL: memory:, sqlite:///path.db, postgresql://...")
+    parser.add_argument("--workers", type=int, default=1, help="server processes (share a SQLite or PostgreSQL db)")
+    parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    args = parser.parse_args()
+    if args.workers > 1 and args.db.startswith("memory:"):
+        parser.error("several workers need a shared store: --db sqlite:///path.db or postgresql://...")
+    result = measure(args)
     if args.json:
         print(json.dumps(result))
-        return
-    print(
-        f"{args.sessions} sessions × {args.turns} turns over SSE, {STEPS} model calls of {args.latency * 1000:.0f} ms"
-    )
-    print(f"store: {args.db}")
-    print(
-        f"throughput: {result['turns_per_s']} turns/s (ideal {result['ideal_turns_per_s']}, {result['efficiency']:.0%})"
-    )
-    p50, p99, ideal = result["turn_p50_ms"], result["turn_p99_ms"], result["ideal_turn_ms"]
-    print(f"turn latency: p50 {p50} ms, p99 {p99} ms (ideal {ideal} ms)")
-    print(f"first SSE event: p50 {result['first_event_p50_ms']} ms")
-    print(
-        f"server memory: {result['server_rss_growth_kib_per_session']} KiB per session "
-        f"(RSS {result['server_rss_mib']} MiB after the run)"
-    )
-    print(
-        f"CPU per turn: server {result['server_cpu_ms_per_turn']} ms, client {result['client_cpu_ms_per_turn']} ms "
-        f"(machine load average {result['load_average']} on {os.cpu_count()} cores)"
-    )
+    else:
+        report(result, args.db)
 
 
 if __name__ == "__main__":
