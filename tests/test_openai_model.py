@@ -484,3 +484,21 @@ def test_continuation_of_the_final_request() -> None:
     pad = PAD + " No more steps: answer now.\nFinal Answer:"
     assert continuation("Final Answer: 4", pad) == " 4"
     assert continuation(" 4", pad) == " 4"
+
+
+async def test_tool_calls_without_ids_get_unique_ones_from_the_engine(server: ReplayServer) -> None:
+    def no_id(arguments: str) -> dict[str, Any]:
+        return {"type": "function", "function": {"name": "calculator", "arguments": arguments}}
+
+    server.push(
+        Canned(body=openai_completion(tool_calls=[no_id('{"expression": "1+1"}')])),
+        Canned(body=openai_completion(tool_calls=[no_id('{"expression": "2+2"}')])),
+        Canned(body=openai_completion("2 and 4")),
+        Canned(sse=openai_stream(tool_calls=[("", "calculator", ['{"expression": "3+3"}'])])),
+    )
+    result = await Agent(model=make(server), tools=[calculator], protocol="native").arun("1+1 then 2+2?")
+    assert result.answer == "2 and 4"
+    ids = [m["tool_call_id"] for m in server.requests[2].json["messages"] if m["role"] == "tool"]
+    assert len(ids) == 2 and len(set(ids)) == 2 and all(ids)
+    streamed = await make(server, stream=True).complete(Request(messages=[UserMessage(content="?")], tools=[CALC]))
+    assert [(c.id, c.input) for c in streamed.tool_calls] == [("", {"expression": "3+3"})]

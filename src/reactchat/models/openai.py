@@ -236,8 +236,8 @@ class OpenAIModel:
         parts: list[TextPart | ToolCallPart] = [TextPart(text="".join(text))] if text else []
         for index in sorted(calls):
             slot = calls[index]
-            call_id = slot["id"] or f"call_{index}"
-            parts.append(ToolCallPart(id=call_id, name=slot["name"], input=parse_arguments(slot["arguments"])))
+            # no id from the server: leave it empty and the engine assigns a unique one
+            parts.append(ToolCallPart(id=slot["id"], name=slot["name"], input=parse_arguments(slot["arguments"])))
         return Reply(parts=parts, stop_reason=_stop_reason(finish, bool(calls)), usage=usage)
 
     @staticmethod
@@ -251,7 +251,7 @@ class OpenAIModel:
                 text.append(delta.content)
             for call in delta.tool_calls or []:
                 slot = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
-                slot["id"] = call.id or slot["id"]
+                slot["id"] = getattr(call, "id", None) or slot["id"]
                 if call.function is not None:
                     slot["name"] += call.function.name or ""
                     slot["arguments"] += call.function.arguments or ""
@@ -309,10 +309,12 @@ def _reply(response: Any) -> Reply:
     parts: list[TextPart | ToolCallPart] = []
     if message.content:
         parts.append(TextPart(text=message.content))
-    for index, call in enumerate(message.tool_calls or []):
+    for call in message.tool_calls or []:
         function = call.function
         parts.append(
-            ToolCallPart(id=call.id or f"call_{index}", name=function.name, input=parse_arguments(function.arguments))
+            ToolCallPart(
+                id=getattr(call, "id", None) or "", name=function.name, input=parse_arguments(function.arguments)
+            )
         )
     return Reply(
         parts=parts,
