@@ -8,7 +8,6 @@ needed to carry on.
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -19,16 +18,9 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from test_server_support import parse_sse
+from test_server_support import free_port, parse_sse
 
 TESTS = Path(__file__).parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def start_worker(db: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:

@@ -112,6 +112,14 @@ def app_from_env() -> Any:
     return make_app(os.environ["REACTCHAT_DB"], os.environ.get("REACTCHAT_TOKEN") or None)
 
 
+def free_port() -> int:
+    """A loopback port that is free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
 @contextmanager
 def running(app: Any) -> Iterator[str]:
     """Serve ``app`` with uvicorn on a free loopback port; yields the base URL."""
