@@ -165,3 +165,19 @@ def test_a_rejected_upload_says_why(page: Page) -> None:
     )
     expect(page.get_by_test_id("upload-note")).to_contain_text("unknown type; supported: txt")
     expect(page.get_by_test_id("files")).to_have_text("")
+
+
+def test_the_progress_bar_moves_through_upload_and_reading(page: Page) -> None:
+    page.evaluate(
+        """() => {
+        window.barValues = [];
+        const bar = document.getElementById("progress");
+        setInterval(() => { if (!bar.hidden) window.barValues.push(bar.value); }, 2);
+    }"""
+    )
+    big = b"".join(b"Line %d: the rose costs 80.16 euros at the florist on Rue Lepic.\n" % i for i in range(40_000))
+    page.get_by_test_id("file").set_input_files(files=[{"name": "big.txt", "mimeType": "text/plain", "buffer": big}])
+    expect(page.get_by_test_id("upload-note")).to_contain_text("big.txt:", timeout=30_000)
+    values = page.evaluate("window.barValues")
+    assert values[-1] == 100
+    assert any(0 < v < 100 for v in values), f"no intermediate progress among {sorted(set(values))}"

@@ -85,3 +85,28 @@ def test_bad_uploads_get_a_clear_error_and_store_nothing(
 
 def test_uploads_to_unknown_sessions_are_404(client: httpx.Client) -> None:
     assert upload(client, "missing", "notes.txt", NOTES).status_code == 404
+
+
+def test_an_upload_can_stream_its_indexing_progress(client: httpx.Client, session: str) -> None:
+    response = client.post(
+        f"/v1/sessions/{session}/files",
+        files={"file": ("notes.md", NOTES * 50)},
+        headers={"Accept": "text/event-stream"},
+    )
+    frames = parse_sse(response.text)
+    progress = [data for kind, data in frames if kind == "progress"]
+    assert progress, "at least one progress event"
+    assert progress[-1]["done"] == progress[-1]["total"]
+    assert frames[-1][0] == "file"
+    assert frames[-1][1]["file"]["name"] == "notes.md"
+
+    rejected = parse_sse(
+        client.post(
+            f"/v1/sessions/{session}/files",
+            files={"file": ("blob.bin", bytes(range(256)) * 4)},
+            headers={"Accept": "text/event-stream"},
+        ).text
+    )
+    assert rejected[-1][0] == "error"
+    assert rejected[-1][1]["status"] == 415
+    assert "supported" in str(rejected[-1][1]["message"])

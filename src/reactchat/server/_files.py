@@ -6,11 +6,16 @@ search; it is forgotten after its retention in rounds, or when the context is cl
 
 from __future__ import annotations
 
+import asyncio
 import importlib
+import json
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import FastAPI, File, Form, UploadFile
+from fastapi import FastAPI, File, Form, Request, UploadFile
+from fastapi.responses import StreamingResponse
 
+from reactchat.server._turns import frame
 from reactchat.store import SessionNotFound
 
 if TYPE_CHECKING:
@@ -18,8 +23,8 @@ if TYPE_CHECKING:
     from reactchat.server._app import Server
 
 
-class FilesUnavailable(RuntimeError):
-    """The knowledge module is not installed."""
+#: progress(done, total) while a file is read and indexed
+Progress = Callable[[int, int], None]
 
 
 class Files:
@@ -50,9 +55,11 @@ class Files:
         """Each file of the session: name, size, chunks and rounds left."""
         return [file_view(info) for info in await self.kb.files(session)]
 
-    async def add(self, session: str, name: str, data: bytes, retention: int | None) -> dict[str, Any]:
+    async def add(
+        self, session: str, name: str, data: bytes, retention: int | None, progress: Progress | None = None
+    ) -> dict[str, Any]:
         """Index one file; raises the knowledge module's ``FileRejected`` for bad input."""
-        return file_view(await self.kb.add_file(session, name, data, retention=retention))
+        return file_view(await self.kb.add_file(session, name, data, retention=retention, progress=progress))
 
     async def clear(self, session: str) -> None:
         """Forget the session's files."""
@@ -72,9 +79,17 @@ def file_routes(app: FastAPI, server: Server) -> None:
 
     @app.post("/v1/sessions/{session}/files", status_code=201, response_model=None)
     async def upload(
-        session: str, file: Annotated[UploadFile, File()], retention: Annotated[int | None, Form()] = None
+        request: Request,
+        session: str,
+        file: Annotated[UploadFile, File()],
+        retention: Annotated[int | None, Form()] = None,
     ) -> Any:
-        """Add a file to the session's knowledge; ``retention`` is in rounds."""
+        """Add a file to the session's knowledge; ``retention`` is in rounds.
+
+        With ``Accept: text/event-stream`` the answer streams ``progress`` events
+        (``{"done": n, "total": m}``, pages then passages) while the file is read, then
+        ``file`` (the same body as the JSON answer) or ``error`` (``{"status", "message"}``).
+        """
         if not await server.store.exists(session):
             raise SessionNotFound(f"no session {session!r}")
         if server.files is None:
@@ -82,8 +97,11 @@ def file_routes(app: FastAPI, server: Server) -> None:
         if retention is not None and retention < 1:
             return error(422, "invalid request: retention must be at least 1 round", "invalid_request_error")
         data = await file.read()
+        name, keep = file.filename or "", retention or server.config.file_retention
+        if "text/event-stream" in request.headers.get("accept", ""):
+            return StreamingResponse(_indexing(server.files, session, name, data, keep), media_type="text/event-stream")
         try:
-            info = await server.files.add(session, file.filename or "", data, retention or server.config.file_retention)
+            info = await server.files.add(session, name, data, keep)
         except server.files.module.FileRejected as exc:
             return error(_rejection_status(str(exc), len(data), server.files.kb), str(exc), "file_rejected")
         return {"file": info, "files": await server.files.list(session)}
@@ -96,6 +114,26 @@ def file_routes(app: FastAPI, server: Server) -> None:
         if server.files is not None:
             await server.files.clear(session)
         return {"session": session, "files": []}
+
+
+async def _indexing(files: Files, session: str, name: str, data: bytes, retention: int | None) -> AsyncIterator[str]:
+    """SSE frames for one upload while it is read and indexed."""
+    updates: asyncio.Queue[tuple[int, int] | None] = asyncio.Queue()
+
+    def progress(done: int, total: int) -> None:
+        updates.put_nowait((done, total))
+
+    work = asyncio.create_task(files.add(session, name, data, retention, progress))
+    work.add_done_callback(lambda _: updates.put_nowait(None))
+    while (update := await updates.get()) is not None:
+        yield frame("progress", json.dumps({"done": update[0], "total": update[1]}))
+    try:
+        info = await work
+    except files.module.FileRejected as exc:
+        status = _rejection_status(str(exc), len(data), files.kb)
+        yield frame("error", json.dumps({"status": status, "message": str(exc)}))
+        return
+    yield frame("file", json.dumps({"file": info, "files": await files.list(session)}))
 
 
 def _rejection_status(message: str, size: int, kb: Any) -> int:

@@ -180,32 +180,58 @@ function frame(block) {
   if (payload.files) showFiles(payload.files);
 }
 
+// Upload with a progress bar: the first half is the upload itself, the second half the
+// server reading the file (SSE "progress" events: pages, then passages).
 function upload(file) {
   const form = new FormData();
   form.append("file", file);
   const xhr = new XMLHttpRequest();
   const bar = $("progress");
+  const note = $("upload-note");
+  let seen = 0;
+  let finished = false;
   xhr.open("POST", `/v1/sessions/${encodeURIComponent(session)}/files`);
+  xhr.setRequestHeader("Accept", "text/event-stream");
   for (const [name, value] of Object.entries(headers())) xhr.setRequestHeader(name, value);
   bar.hidden = false;
   bar.value = 0;
-  $("upload-note").textContent = `Uploading ${file.name}…`;
-  xhr.upload.onprogress = (e) => { if (e.lengthComputable) bar.value = (100 * e.loaded) / e.total; };
-  xhr.upload.onload = () => { $("upload-note").textContent = `Reading ${file.name}…`; };
-  xhr.onload = async () => {
-    bar.value = 100;
-    let body = {};
-    try { body = JSON.parse(xhr.responseText); } catch { /* not JSON: reported below */ }
-    if (xhr.status === 401) { await askToken(); return upload(file); }
-    if (xhr.status >= 400) {
-      $("upload-note").textContent = body.error ? body.error.message : `Upload failed (HTTP ${xhr.status})`;
-    } else {
-      $("upload-note").textContent = `${body.file.name}: ${body.file.chunks} passages, ${body.file.rounds_left} rounds left`;
-      showFiles(body.files);
+  note.textContent = `Uploading ${file.name}…`;
+  xhr.upload.onprogress = (e) => { if (e.lengthComputable) bar.value = (50 * e.loaded) / e.total; };
+  xhr.upload.onload = () => { bar.value = 50; note.textContent = `Reading ${file.name}…`; };
+  const onFrame = (kind, data) => {
+    if (kind === "progress" && data.total) bar.value = 50 + (50 * data.done) / data.total;
+    if (kind === "error") { finished = true; note.textContent = data.message; }
+    if (kind === "file") {
+      finished = true;
+      bar.value = 100;
+      note.textContent = `${data.file.name}: ${data.file.chunks} passages, ${data.file.rounds_left} rounds left`;
+      showFiles(data.files);
     }
+  };
+  const readFrames = () => {
+    const text = xhr.responseText;
+    let cut;
+    while ((cut = text.indexOf("\n\n", seen)) >= 0) {
+      const block = text.slice(seen, cut);
+      seen = cut + 2;
+      const kind = (block.match(/^event: (.*)$/m) || [])[1];
+      const data = (block.match(/^data: (.*)$/m) || [])[1];
+      if (kind && data) onFrame(kind, JSON.parse(data));
+    }
+  };
+  xhr.onprogress = () => { if (xhr.status === 200) readFrames(); };
+  xhr.onload = async () => {
+    if (xhr.status === 401) { await askToken(); return upload(file); }
+    if (xhr.status === 200) readFrames();
+    else {
+      let body = {};
+      try { body = JSON.parse(xhr.responseText); } catch { /* not JSON: reported below */ }
+      note.textContent = body.error ? body.error.message : `Upload failed (HTTP ${xhr.status})`;
+    }
+    if (xhr.status === 200 && !finished) note.textContent = "Upload failed: the server stopped before the end.";
     setTimeout(() => { bar.hidden = true; }, 800);
   };
-  xhr.onerror = () => { $("upload-note").textContent = "Upload failed: the connection was lost."; bar.hidden = true; };
+  xhr.onerror = () => { note.textContent = "Upload failed: the connection was lost."; bar.hidden = true; };
   xhr.send(form);
 }
 
