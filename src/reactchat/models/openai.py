@@ -129,7 +129,8 @@ class OpenAIModel:
         self.policy = RetryPolicy(retries=retries, backoff=backoff)
         self.extra_body = extra_body
         self._http_client = http_client
-        self._endpoint = Endpoint("OpenAI-compatible server", model, self.base_url, "OPENAI_API_KEY", "openai")
+        provider = "OpenAI" if self.base_url == _OPENAI_URL else "the OpenAI-compatible server"
+        self._endpoint = Endpoint(provider, model, self.base_url, "OPENAI_API_KEY", "openai")
         self._clients = ClientPerLoop(self._new_client)
         #: parameters this server rejected, with what replaces them ("" = drop)
         self._rejected: dict[str, str] = {}
@@ -209,7 +210,7 @@ class OpenAIModel:
         if not _UNSUPPORTED.search(message):
             return False
         for name in _OPTIONAL:
-            if name in sent and name in message and name not in self._rejected:
+            if name in sent and re.search(rf"\b{name}\b", message) and name not in self._rejected:
                 wanted = "max_completion_tokens" if name == "max_tokens" and "max_completion_tokens" in message else ""
                 self._rejected[name] = wanted
                 return True
