@@ -156,3 +156,10 @@ def test_errors_reach_the_sdk_with_their_message(base: str, client: OpenAI) -> N
             model="rules", messages=[{"role": "user", "content": "fail streaming"}], stream=True
         ):
             pass
+
+
+def test_a_malformed_explicit_session_id_is_refused(client: OpenAI) -> None:
+    with pytest.raises(openai.UnprocessableEntityError, match="session id"):
+        client.chat.completions.create(
+            model="rules", messages=[{"role": "user", "content": "hi"}], extra_headers={"X-Session-Id": "../../etc"}
+        )

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -59,6 +60,7 @@ from reactchat.session import SessionState, Turn
 if TYPE_CHECKING:
     from reactchat.server._app import Server
 
+SESSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 #: how far back to look for the question a message answers (question/answer pairs)
 MAX_QUESTIONS = 20
 #: suffixes tried when two conversations hash alike (the same conversation sent twice)
@@ -114,6 +116,12 @@ def openai_routes(app: FastAPI, server: Server) -> None:
                 422, "invalid request: the last message must be a non-empty user message", "invalid_request_error"
             )
         explicit = body.session_id or (body.metadata or {}).get("session_id") or x_session_id
+        if explicit and not SESSION_ID.fullmatch(explicit):
+            return error(
+                422,
+                "invalid request: a session id is 1-200 letters, digits, '_', '.', ':' or '-'",
+                "invalid_request_error",
+            )
         if explicit:
             if not await server.store.exists(explicit):
                 await server.store.create_session(explicit)

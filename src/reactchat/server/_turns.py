@@ -101,8 +101,13 @@ class Turns:
         feed.put(first)
         task = asyncio.create_task(_pump(stream, feed))
         self.running[session] = task
-        task.add_done_callback(lambda _: self.running.pop(session, None))
+        task.add_done_callback(lambda done: self._forget(session, done))
         return feed
+
+    def _forget(self, session: str, task: asyncio.Task[None]) -> None:
+        # only this task: the next turn of the session may already have started
+        if self.running.get(session) is task:
+            del self.running[session]
 
     def is_running(self, session: str) -> bool:
         """Whether this process is running a turn of ``session``."""
