@@ -7,6 +7,7 @@ are counted from the requests the server saw.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Iterator
 from typing import Any
@@ -327,3 +328,17 @@ async def test_an_error_event_after_text_is_not_retried(server: ReplayServer) ->
     with pytest.raises(ModelError, match="stream broke after 6 characters"):
         await ask(make(server, stream=True, on_delta=deltas.append))
     assert deltas == ["Half a"] and len(server.requests) == 1
+
+
+async def test_an_auth_token_alone_is_enough(server: ReplayServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", "oauth-token")
+    server.push(text("hi"))
+    model = AnthropicModel("claude-sonnet-4-6", base_url=server.url, stream=False)
+    assert await ask(model) == "hi"
+    assert server.requests[0].headers["authorization"] == "Bearer oauth-token"
+
+
+def test_the_adapter_module_does_not_import_the_sdk() -> None:
+    code = "import reactchat, reactchat.models.anthropic, sys; print('anthropic' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
