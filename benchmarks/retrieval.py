@@ -30,9 +30,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from tinypdf import make_pdf  # noqa: E402
-
 from reactchat.knowledge import KnowledgeBase  # noqa: E402
+from tinypdf import make_pdf  # noqa: E402
 
 DATA = HERE / "data"
 K = 5
@@ -54,7 +53,7 @@ def hundred_page_pdf() -> bytes:
     lines: list[str] = []
     for data in corpus().values():
         for paragraph in data.decode().split("\n\n"):
-            lines.extend(textwrap.wrap(" ".join(paragraph.split()), 95) + [""])
+            lines.extend([*textwrap.wrap(" ".join(paragraph.split()), 95), ""])
     pages = [lines[i * 50 : (i + 1) * 50] for i in range(100)]
     return make_pdf(pages, outline=[(f"Part {n // 10 + 1}", n + 1) for n in range(0, 100, 10)])
 

@@ -8,7 +8,6 @@ Run once: ``python benchmarks/data/make_corpus.py``; the files are committed.
 from __future__ import annotations
 
 from pathlib import Path
-
 from pydoc_data.topics import topics
 
 OUT = Path(__file__).resolve().parent / "pyref"
