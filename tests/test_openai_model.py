@@ -23,6 +23,7 @@ from fixtures.replay_server import (
 )
 from reactchat import Agent, calculator, tool
 from reactchat.messages import AssistantMessage, Request, SystemMessage, TextPart, ToolSpec, UserMessage
+from reactchat.models._http import DELTAS
 from reactchat.models._http_prefill import continuation
 from reactchat.models.openai import OpenAIModel
 from reactchat.react import Action, FinalAnswer, parse
@@ -310,3 +311,16 @@ async def test_tool_calls_without_ids_get_unique_ones_from_the_engine(server: Re
     assert len(ids) == 2 and len(set(ids)) == 2 and all(ids)
     streamed = await make(server, stream=True).complete(Request(messages=[UserMessage(content="?")], tools=[CALC]))
     assert [(c.id, c.input) for c in streamed.tool_calls] == [("", {"expression": "3+3"})]
+
+
+async def test_a_task_can_collect_deltas_from_a_shared_model(server: ReplayServer) -> None:
+    server.push(Canned(sse=openai_stream(["a", "b"])), Canned(sse=openai_stream(["c"])))
+    model = make(server, stream=True)
+    mine: list[str] = []
+    token = DELTAS.set(mine.append)
+    try:
+        await model.complete(Request(messages=[UserMessage(content="?")]))
+    finally:
+        DELTAS.reset(token)
+    await model.complete(Request(messages=[UserMessage(content="?")]))  # outside: not collected
+    assert mine == ["a", "b"]

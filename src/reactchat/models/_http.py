@@ -15,6 +15,7 @@ import inspect
 import json
 import random
 from collections.abc import AsyncGenerator, Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -242,14 +243,21 @@ async def _close_at_shutdown(client: Any) -> AsyncGenerator[None, None]:
 
 DeltaCallback = Callable[[str], Any]
 
+#: a per-task text-delta callback, for callers that share one model object between
+#: sessions (an HTTP server): ``token = DELTAS.set(callback)`` around a turn, then
+#: ``DELTAS.reset(token)``. It is called in addition to the model's own ``on_delta``.
+DELTAS: ContextVar[DeltaCallback | None] = ContextVar("reactchat_deltas", default=None)
+
 
 async def emit_delta(on_delta: DeltaCallback | None, text: str) -> None:
-    """Pass a streamed text delta to a sync or async callback."""
-    if on_delta is None or not text:
+    """Pass a streamed text delta to the model's callback and the task's (``DELTAS``)."""
+    if not text:
         return
-    result = on_delta(text)
-    if inspect.isawaitable(result):
-        await result
+    for callback in (on_delta, DELTAS.get()):
+        if callback is not None:
+            result = callback(text)
+            if inspect.isawaitable(result):
+                await result
 
 
 def spec_options(rest: str) -> tuple[str, dict[str, str]]:
