@@ -122,6 +122,8 @@ def test_errors_are_shown_not_swallowed(page: Page) -> None:
     send(page, "please fail")
     expect(page.get_by_test_id("error")).to_contain_text("told to fail")
     expect(page.get_by_test_id("status")).to_contain_text("interrupted")
+    page.reload()
+    expect(page.get_by_test_id("status")).to_contain_text("The last turn was interrupted")
 
 
 def test_the_page_asks_for_the_token(browser: Browser) -> None:

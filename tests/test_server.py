@@ -167,20 +167,22 @@ def test_a_model_failure_ends_the_stream_with_an_error(client: httpx.Client) -> 
 
 
 @pytest.mark.parametrize(
-    ("body", "expected"),
+    ("body", "status", "expected"),
     [
-        (b"{not json", "JSON"),
-        (b'{"text": "hi"}', "message: Field required"),
-        (b'{"message": ""}', "message: String should have at least 1 character"),
-        (b'{"message": "hi", "colour": 1}', "colour: Extra inputs are not permitted"),
+        (b"{not json", 400, "the body is not valid JSON (Expecting property name"),
+        (b"", 422, "the request needs a JSON body"),
+        (b"[1, 2]", 422, "valid dictionary"),
+        (b'{"text": "hi"}', 422, "message: Field required"),
+        (b'{"message": ""}', 422, "message: String should have at least 1 character"),
+        (b'{"message": "hi", "colour": 1}', 422, "colour: Extra inputs are not permitted"),
     ],
 )
-def test_bad_bodies_get_a_clear_422(client: httpx.Client, body: bytes, expected: str) -> None:
+def test_bad_bodies_get_a_clear_error(client: httpx.Client, body: bytes, status: int, expected: str) -> None:
     session = new_session(client)
     response = client.post(
         f"/v1/sessions/{session}/messages", content=body, headers={"content-type": "application/json"}
     )
-    assert response.status_code == 422
+    assert response.status_code == status
     assert expected in response.json()["error"]["message"]
     assert client.get(f"/v1/sessions/{session}").json()["turns"] == []
 

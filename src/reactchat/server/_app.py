@@ -131,11 +131,20 @@ def _error_handlers(app: FastAPI) -> None:
 
     async def invalid(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
-        problems = []
+        problems, status = [], 422
         for item in exc.errors():
-            where = ".".join(str(part) for part in item.get("loc", ()) if part != "body")
-            problems.append(f"{where}: {item.get('msg')}" if where else str(item.get("msg")))
-        return error(422, "invalid request: " + "; ".join(problems), "invalid_request_error")
+            loc = [str(part) for part in item.get("loc", ()) if part != "body"]
+            if item.get("type") == "json_invalid":
+                status = 400  # not JSON at all: a syntax error, not a validation one
+                reason = (item.get("ctx") or {}).get("error", "")
+                where = f" at character {loc[-1]}" if loc else ""
+                problems.append(f"the body is not valid JSON ({reason}{where})" if reason else "the body is not JSON")
+            elif item.get("type") == "missing" and not loc:
+                problems.append("the request needs a JSON body")
+            else:
+                where = ".".join(loc)
+                problems.append(f"{where}: {item.get('msg')}" if where else str(item.get("msg")))
+        return error(status, "invalid request: " + "; ".join(problems), "invalid_request_error")
 
     async def http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)

@@ -78,6 +78,7 @@ function show(event) {
     case "answer":
       if (event.thought) step(`Thought: ${event.thought.split("\n")[0]}`, event.thought);
       add("answer", event.text, "answer");
+      if (event.status === "stopped") add("note", `The agent was stopped (${event.reason}): this is its best answer so far.`, "note");
       break;
     case "error":
       if (event.kind === "format") step("Format correction", event.message);
@@ -126,7 +127,8 @@ async function load() {
   setPending(view.pending);
   showFiles(view.files);
   $("files-bar").hidden = !view.files_enabled;
-  setStatus(view.status === "running" ? "The agent is working…" : "");
+  setStatus(view.status === "running" ? "The agent is working…"
+    : view.status === "interrupted" ? "The last turn was interrupted; send a message to continue." : "");
   if (view.status === "running") setTimeout(load, 1000);
 }
 
