@@ -85,6 +85,19 @@ async def test_a_turn_waiting_on_the_user_is_not_a_round_until_it_ends(make_agen
     assert await kb.files(session) == []
 
 
+async def test_a_file_uploaded_while_the_agent_waits_is_searchable_when_it_resumes(make_agent: MakeAgent) -> None:
+    ask = ' I need the document.\nAction: ask_user\nAction Input: {"question": "Please upload the price list."}'
+    model = ScriptedModel([ask, search("roses"), final("80.16")])
+    agent = make_agent(model=model, store="memory:")
+    kb = attach(agent)
+    waiting = await agent.arun("How much are roses?")
+    assert "search_files" not in offered(model.requests[0])
+    await kb.add_file(waiting.session, "roses.md", ROSES)
+    done = await agent.arun("uploaded", waiting.session)
+    assert "search_files" in offered(model.requests[1])
+    assert "80.16" in (done.steps[-2].observation or "")
+
+
 async def test_a_stopped_turn_counts_as_a_round(make_agent: MakeAgent) -> None:
     model = ScriptedModel([search("roses"), final("best effort: 80.16")])
     agent = make_agent(model=model, store="memory:", max_steps=1)

@@ -57,6 +57,10 @@ async def test_dense_results_are_fused_with_keyword_results(store: Store) -> Non
     # no word of the question is in the text: only the vectors know a vehicle is an automobile
     if store.url != "memory:":  # type: ignore[attr-defined]  # (each memory: KB is its own database)
         assert await keyword_only.search(session, "vehicle gasoline", k=1) == []
+    seen: list[tuple[int, int]] = []
+    other = await hybrid.add_file(session, "more.md", DOC, progress=lambda d, t: seen.append((d, t)))
+    assert seen[0] == (1, 1 + other.chunks) and seen[-1] == (1 + other.chunks, 1 + other.chunks)
+    await hybrid.remove(session, other.id)
     hits = await hybrid.search(session, "vehicle gasoline", k=1)
     assert hits[0].heading == "Garage"
     # a keyword match still counts: bread has no concept dimension at all

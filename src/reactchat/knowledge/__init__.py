@@ -10,7 +10,9 @@
 
 Each uploaded file starts at round 0; every finished turn of the session adds one and
 the file is deleted (chunks, index entries and bytes) when its rounds reach its
-retention, or at once on ``kb.clear(session)``. Files are stored in the session
+retention, or at once on ``kb.clear(session)``: a file uploaded with ``retention=3``
+is searchable in the next three turns. A turn that waits on an ask_user question
+counts once, when it ends. Files are stored in the session
 store's own database, in ``kb_*`` tables: SQLite FTS5 (BM25) or PostgreSQL full-text
 search, fused with dense retrieval when ``embeddings=True`` (extra ``embeddings``).
 Supported: .txt .md .html .pdf .docx .csv .json, recognised by content (PDF and Word

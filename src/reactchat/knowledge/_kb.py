@@ -132,14 +132,24 @@ class KnowledgeBase:
         self._opening = threading.Lock()
 
     _by_store: ClassVar[weakref.WeakKeyDictionary[Any, KnowledgeBase]] = weakref.WeakKeyDictionary()
+    _by_id: ClassVar[dict[int, KnowledgeBase]] = {}
 
     @classmethod
     def for_store(cls, store: Any, **options: Any) -> KnowledgeBase:
-        """The knowledge base in ``store``'s database (one per store; the first call's options win)."""
-        kb = cls._by_store.get(store)
+        """The knowledge base in ``store``'s database (one per store; the first call's options win).
+
+        For a ``memory:`` store it is an in-memory database that lives as long as this object.
+        """
+        try:
+            kb = cls._by_store.get(store)
+        except TypeError:  # a store without weak references: keyed by identity, kept for the process
+            kb = cls._by_id.get(id(store))
         if kb is None:
             kb = cls(getattr(store, "url", "memory:"), **options)
-            cls._by_store[store] = kb
+            try:
+                cls._by_store[store] = kb
+            except TypeError:
+                cls._by_id[id(store)] = kb
         return kb
 
     @property
@@ -196,12 +206,12 @@ class KnowledgeBase:
         doc = parse(data, name, report)
         chunks = chunk(doc, self.chunk_chars, self.overlap)
         done = doc.pages or 1
-        report(done, done)
+        total = done + (len(chunks) if self.dense else 0)
+        report(done, total)
         vectors = None
         if self.dense:
             from reactchat.knowledge._embed import encode
 
-            total = done + len(chunks)
             vectors = encode(
                 self._encoder(), [f"{c.heading}\n{c.text}" for c in chunks], lambda n: report(done + n, total)
             )
@@ -271,7 +281,7 @@ class KnowledgeBase:
         ]
 
     async def close(self) -> None:
-        """Close the database connection."""
+        """Close the database connection (which ends a ``memory:`` knowledge base)."""
         if self._index is not None:
             index, self._index = self._index, None
             await asyncio.to_thread(index.close)

@@ -7,6 +7,7 @@ model cannot name a path or reach another session's files.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from reactchat.knowledge._kb import Hit, KnowledgeBase
@@ -15,6 +16,8 @@ from reactchat.tools import RunContext, Tool
 if TYPE_CHECKING:
     from reactchat.agent import Agent
     from reactchat.store import Store
+
+log = logging.getLogger("reactchat.knowledge")
 
 #: the key under which the knowledge base sits in ``RunContext.services``
 SERVICE = "knowledge"
@@ -92,7 +95,12 @@ def attach(
     async def on_turn_end(session: str, store: Store, status: str) -> None:
         if previous_end is not None:
             await previous_end(session, store, status)
-        await base.end_round(session)
+        try:
+            await base.end_round(session)
+        except Exception:
+            # the answer is already stored: a failed count must not take it from the user;
+            # the files then live one round longer, and the operator sees why in the log
+            log.exception("could not count the round of session %s for its uploaded files", session)
 
     agent.session_tools = session_tools
     agent.on_turn_end = on_turn_end
