@@ -163,3 +163,16 @@ def test_a_malformed_explicit_session_id_is_refused(client: OpenAI) -> None:
         client.chat.completions.create(
             model="rules", messages=[{"role": "user", "content": "hi"}], extra_headers={"X-Session-Id": "../../etc"}
         )
+
+
+def test_a_system_message_that_changes_per_request_does_not_lose_the_question(client: OpenAI) -> None:
+    history = [
+        {"role": "system", "content": "Today is Monday."},
+        {"role": "user", "content": "How far is Paris? (sys)"},
+    ]
+    asked, _, extra = ask(client, history)
+    history = [{"role": "system", "content": "Today is Tuesday."}, *history[1:]]
+    history += [{"role": "assistant", "content": asked}, {"role": "user", "content": "Metz"}]
+    answer, _, resumed = ask(client, history)
+    assert answer == "From Metz, Paris is 400 km away."
+    assert resumed["session"] == extra["session"]

@@ -27,7 +27,8 @@ Which session a request belongs to:
    different people apart.
 
 System messages and client-side ``tools`` are not passed to the agent (the server's
-agent has its own instructions and tools); the ``model`` field is echoed back.
+agent has its own instructions and tools) and system messages are not part of the hash
+(clients often rewrite them per request); the ``model`` field is echoed back.
 """
 
 from __future__ import annotations
@@ -146,9 +147,9 @@ def openai_routes(app: FastAPI, server: Server) -> None:
 
 
 def _key(body: ChatRequest, messages: list[ChatMessage]) -> str:
+    # system messages stay out: clients often rewrite them per request (a date, a locale)
     who = body.user or body.safety_identifier or ""
-    system = [m.text for m in body.messages if m.role in ("system", "developer")]
-    data = json.dumps([who, system, [(m.role, m.text) for m in messages]], ensure_ascii=False)
+    data = json.dumps([who, [(m.role, m.text) for m in messages]], ensure_ascii=False)
     return "oa-" + hashlib.sha256(data.encode()).hexdigest()[:32]
 
 
