@@ -148,8 +148,8 @@ class AnthropicModel:
         except ModelError as error:
             if scratchpad is None or self.prefill != "auto" or "prefill" not in str(error).casefold():
                 raise
-            # Claude 4.6 and later refuse prefill; remember it for this process, since
-            # a server builds a new model object per request
+            # Claude 4.6 and later refuse prefill: remember it for every model object of
+            # this process (a CLI run makes a new one per command), so one refusal is enough
             _REFUSES_PREFILL.add(self.model)
             reply = await self._complete(request, messages, scratchpad)
         if scratchpad is None:
