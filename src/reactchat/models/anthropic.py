@@ -149,7 +149,7 @@ class AnthropicModel:
             if scratchpad is None or self.prefill != "auto" or "prefill" not in str(error).casefold():
                 raise
             # Claude 4.6 and later refuse prefill: remember it for every model object of
-            # this process (a CLI run makes a new one per command), so one refusal is enough
+            # this process, so one refusal is enough
             _REFUSES_PREFILL.add(self.model)
             reply = await self._complete(request, messages, scratchpad)
         if scratchpad is None:
