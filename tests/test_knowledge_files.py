@@ -107,6 +107,15 @@ async def test_json_leaves_are_searchable_by_path(kb: KnowledgeBase) -> None:
     assert hit.heading == "pets" and 'pets[0].name: "Tabby"' in hit.text
 
 
+async def test_the_extension_picks_among_text_kinds(kb: KnowledgeBase) -> None:
+    notes = await kb.add_file(SESSION, "notes.txt", b"# not a heading in a text file\n\nplain words")
+    page = await kb.add_file(SESSION, "readme.md", b"# Title\n\n<div>inline html</div> in markdown")
+    bare = await kb.add_file(SESSION, "page", b"<p>Hello <b>there</b></p>")
+    wide = await kb.add_file(SESSION, "wide.csv", b"a,b\n1,2\n" + b'3,"' + b"x" * 200_000 + b'"\n')
+    assert (notes.kind, page.kind, bare.kind, wide.kind) == ("text", "markdown", "html", "text")
+    assert (await only_hit(kb, "inline html")).heading == "Title"
+
+
 async def test_text_in_windows_1252_and_utf16(kb: KnowledgeBase) -> None:
     await kb.add_file(SESSION, "a.txt", "Crème brûlée recipe".encode("cp1252"))
     await kb.add_file(SESSION, "b.txt", "Gâteau au chocolat".encode("utf-16"))
@@ -149,6 +158,7 @@ async def test_long_text_chunks_overlap_and_cover_everything() -> None:
         ("broken.pdf", b"%PDF-1.4\n1 0 obj << /Type /Catalog >> garbage", "could not be read"),
         ("blank.pdf", make_pdf([[], []]), "no text could be read"),
         ("blank.md", b"\n\n   \n", "no text could be read"),
+        ("deep.json", b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
     ],
 )
 async def test_bad_files_are_rejected_and_nothing_is_stored(

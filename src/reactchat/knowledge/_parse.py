@@ -21,6 +21,9 @@ from typing import Any
 #: progress(done, total), called from the parsing thread
 Report = Callable[[int, int], None]
 
+#: a .docx is a ZIP: refuse one that would unpack to more than this (a "zip bomb")
+MAX_UNZIPPED = 256 * 2**20
+
 KINDS = ("text", "markdown", "html", "pdf", "docx", "csv", "json")
 
 _BINARY_MAGIC = {
@@ -68,10 +71,12 @@ def sniff(data: bytes, name: str) -> str:
         return "pdf"
     if data[:4] == b"PK\x03\x04":
         try:
-            names = zipfile.ZipFile(io.BytesIO(data)).namelist()
+            members = zipfile.ZipFile(io.BytesIO(data)).infolist()
         except zipfile.BadZipFile:
             raise FileRejected(f"{name}: a damaged ZIP archive, not a readable Word document") from None
-        if "word/document.xml" in names:
+        if any(m.filename == "word/document.xml" for m in members):
+            if sum(m.file_size for m in members) > MAX_UNZIPPED:
+                raise FileRejected(f"{name}: the document unpacks to more than {MAX_UNZIPPED // 2**20} MB")
             return "docx"
         raise FileRejected(f"{name}: a ZIP archive that is not a Word .docx document; upload its files one by one")
     for magic, what in _BINARY_MAGIC.items():
@@ -83,16 +88,23 @@ def sniff(data: bytes, name: str) -> str:
         raise FileRejected(f"{name}: named .docx but it is not a Word document")
     text = decode(data, name)
     head = text.lstrip()[:1024].lower()
-    if head[:1] in "{[" or ext == "json":
+    if head[:1] in ("{", "[") or ext == "json":
         try:
             json.loads(text)
             return "json"
         except json.JSONDecodeError as exc:
             if ext == "json":
                 raise FileRejected(f"{name}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    if head.startswith(("<!doctype html", "<html")) or re.search(r"<(body|p|div|h[1-6])[\s>]", head):
+        except RecursionError:
+            raise FileRejected(f"{name}: the JSON is nested too deeply to read") from None
+    # the extension decides among text kinds; content decides when it says nothing
+    if ext in ("md", "markdown"):
+        return "markdown"
+    if ext in ("html", "htm") or head.startswith(("<!doctype html", "<html")):
         return "html"
-    if ext in ("md", "markdown") or re.search(r"(?m)^#{1,6} \S", text[:4096]):
+    if ext not in ("txt", "text", "csv", "tsv") and re.search(r"<(body|p|div|h[1-6])[\s>]", head):
+        return "html"
+    if ext not in ("txt", "text", "csv", "tsv") and re.search(r"(?m)^#{1,6} \S", text[:4096]):
         return "markdown"
     if ext in ("csv", "tsv") and _looks_tabular(text):
         return "csv"
@@ -127,27 +139,35 @@ def _looks_tabular(text: str) -> bool:
         dialect = csv.Sniffer().sniff("\n".join(lines))
     except csv.Error:
         return False
-    widths = {len(row) for row in csv.reader(lines, dialect)}
+    try:
+        widths = {len(row) for row in csv.reader(lines, dialect)}
+    except csv.Error:  # e.g. a field over the csv module's limit: read it as plain text
+        return False
     return len(widths) == 1 and widths.pop() > 1
 
 
 def parse(data: bytes, name: str, report: Report | None = None) -> Document:
     """Read a file into blocks. Raises ``FileRejected`` for anything unreadable."""
     kind = sniff(data, name)
-    if kind == "pdf":
-        doc = _parse_pdf(data, name, report)
-    elif kind == "docx":
-        doc = _parse_docx(data, name)
-    else:
-        text = decode(data, name)
-        readers: dict[str, Callable[[str], Document]] = {
-            "text": lambda t: _parse_lines(t, "text"),
-            "markdown": lambda t: _parse_lines(t, "markdown"),
-            "html": _parse_html,
-            "csv": _parse_csv,
-            "json": _parse_json,
-        }
-        doc = readers[kind](text)
+    try:
+        if kind == "pdf":
+            doc = _parse_pdf(data, name, report)
+        elif kind == "docx":
+            doc = _parse_docx(data, name)
+        else:
+            text = decode(data, name)
+            readers: dict[str, Callable[[str], Document]] = {
+                "text": lambda t: _parse_lines(t, "text"),
+                "markdown": lambda t: _parse_lines(t, "markdown"),
+                "html": _parse_html,
+                "csv": _parse_csv,
+                "json": _parse_json,
+            }
+            doc = readers[kind](text)
+    except FileRejected:
+        raise
+    except Exception as exc:  # odd input (a huge CSV field, JSON nested too deep...)
+        raise FileRejected(f"{name}: could not be read as {kind} ({type(exc).__name__}: {exc})") from None
     for block in doc.blocks:
         # NUL cannot be stored in PostgreSQL text, and no reader needs it
         block.text = block.text.replace("\x00", "")
