@@ -43,7 +43,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[ReplayServer]:
         yield replay
 
 
-def make(server: ReplayServer, name: str = "claude-sonnet-4-6", **options: Any) -> AnthropicModel:
+def make(server: ReplayServer, name: str = "claude-haiku-4-5", **options: Any) -> AnthropicModel:
     options.setdefault("api_key", "sk-ant-test")
     options.setdefault("backoff", 0.001)
     options.setdefault("timeout", 5.0)
@@ -103,18 +103,25 @@ async def test_a_model_that_refuses_prefill_gets_the_scratchpad_in_the_user_mess
         "This model does not support assistant message prefill. The conversation must end with a user message.",
     )
     server.push(Canned(400, refusal), text(" Easy.\nFinal Answer: 4"), text("Thought: Still easy.\nFinal Answer: 4"))
-    model = make(server, "claude-opus-4-7")
+    model = make(server, "claude-3-7-sonnet-latest")
     assert (await model.complete(react_request())).text == " Easy.\nFinal Answer: 4"
     assert (await model.complete(react_request())).text == " Still easy.\nFinal Answer: 4"
     assert len(server.requests) == 3  # one refusal, then the user form is remembered
     server.push(text(" Yes.\nFinal Answer: 4"))
-    await make(server, "claude-opus-4-7").complete(
+    await make(server, "claude-3-7-sonnet-latest").complete(
         react_request()
     )  # a new object for the same model: no second refusal
     assert len(server.requests) == 4 and server.requests[3].json["messages"][-1]["role"] == "user"
     for sent in server.requests[1:]:
         assert sent.json["messages"][-1]["role"] == "user"
         assert sent.json["messages"][-1]["content"][-1]["text"] == "Question: What is 2+2?\nThought:"
+
+
+async def test_claude_4_6_and_later_get_the_scratchpad_in_the_user_message_at_once(server: ReplayServer) -> None:
+    server.push(text(" Easy.\nFinal Answer: 4"))
+    assert (await make(server, "claude-opus-4-7").complete(react_request())).text == " Easy.\nFinal Answer: 4"
+    assert len(server.requests) == 1
+    assert server.requests[0].json["messages"][-1]["role"] == "user"
 
 
 # ------------------------------------------------------------------ native calls
@@ -238,8 +245,8 @@ async def test_401_says_which_key_to_set_and_is_not_retried(server: ReplayServer
 
 
 async def test_404_names_the_model(server: ReplayServer) -> None:
-    server.push(Canned(404, anthropic_error("not_found_error", "model: claude-sonnet-4-6")))
-    with pytest.raises(ModelError, match=r"no model 'claude-sonnet-4-6'"):
+    server.push(Canned(404, anthropic_error("not_found_error", "model: claude-haiku-4-5")))
+    with pytest.raises(ModelError, match=r"no model 'claude-haiku-4-5'"):
         await ask(make(server))
     assert len(server.requests) == 1
 

@@ -8,8 +8,9 @@ can ride in the spec: ``anthropic:MODEL?max_tokens=1024&stream=false``.
   assistant message and Claude continues it after ``Thought:``. The API rejects a
   prefill that ends in whitespace, so it is sent right-stripped (the reply then starts
   with the space). Models that refuse prefill get the scratchpad appended to the last
-  user message instead: ``prefill="auto"`` switches on the first refusal ("This model
-  does not support assistant message prefill", Claude 4.6 and later) and remembers it.
+  user message instead: ``prefill="auto"`` does so for Claude 4.6 and later (they
+  answer "This model does not support assistant message prefill") and for any model
+  that refuses it once, which is remembered.
 * **Native tools**: ``tool_use`` blocks out, ``tool_result`` blocks back — all results
   of one step in a single user message, in the order of the calls. Streamed tool input
   that is not valid JSON stays the raw string so the engine can tell the model.
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from typing import Any, Literal
 
 from reactchat.messages import (
@@ -66,6 +68,18 @@ _STOP: dict[str, StopReason] = {
 Prefill = Literal["auto", "assistant", "user"]
 #: models that answered "This model does not support assistant message prefill"
 _REFUSES_PREFILL: set[str] = set()
+_VERSION = re.compile(r"claude-(?:[a-z]+-)?(\d+)(?:-(\d{1,2})(?!\d))?")
+
+
+def refuses_prefill(model: str) -> bool:
+    """Whether ``model`` is known to refuse assistant prefill: Claude 4.6 and later do,
+    and so does any model that has refused it in this process."""
+    if model in _REFUSES_PREFILL:
+        return True
+    match = _VERSION.search(model)
+    if match is None:
+        return False  # an unknown name (a proxy's alias): try prefill, learn from a refusal
+    return (int(match.group(1)), int(match.group(2) or 0)) >= (4, 6)
 
 
 def _sdk() -> Any:
@@ -161,7 +175,7 @@ class AnthropicModel:
     async def _complete(self, request: Request, messages: list[Message], scratchpad: str | None) -> Reply:
         prefill: str | None = None
         if scratchpad is not None:
-            if self.prefill == "user" or (self.prefill == "auto" and self.model in _REFUSES_PREFILL):
+            if self.prefill == "user" or (self.prefill == "auto" and refuses_prefill(self.model)):
                 messages = prefill_as_user(messages, scratchpad)
             else:
                 prefill = scratchpad.rstrip()  # the API rejects a prefill ending in whitespace
