@@ -58,6 +58,8 @@ async def test_search_files_is_offered_while_the_file_lives(store_url: str, make
 
     second = await agent.arun("How much are roses?", session)
     assert "search_files" in offered(model.requests[1])
+    spec = next(t for t in model.requests[1].react_tools if t.name == "search_files")
+    assert spec.description.endswith("to cite. Files: roses.md.")
     observation = second.steps[0].observation or ""
     assert "roses.md · § Market" in observation and "80.16" in observation
     assert [f.rounds_left for f in await kb.files(session)] == [1]
@@ -162,3 +164,22 @@ async def test_native_protocol_and_other_session_tools_are_kept(make_agent: Make
     assert "§ Tulips" in (result.steps[0].observation or "")
     assert {"weather", "search_files"} <= set(offered(model.requests[0]))
     assert ended == ["done"] and await kb.files(session) == []
+
+
+async def test_a_failed_round_count_is_logged_and_the_answer_still_arrives(
+    sqlite_url: str, make_agent: MakeAgent, caplog: pytest.LogCaptureFixture
+) -> None:
+    import sqlite3
+
+    def break_the_database(request: Request) -> str:
+        with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as db:
+            db.execute("DROP TABLE kb_files")
+        return final("80.16")
+
+    agent = make_agent(model=ScriptedModel([break_the_database]), store=sqlite_url)
+    kb = attach(agent)
+    session = await agent.store.create_session()
+    await kb.add_file(session, "roses.md", ROSES)
+    result = await agent.arun("How much are roses?", session)
+    assert (result.status, result.answer) == ("done", "80.16")
+    assert f"could not count the round of session {session}" in caplog.text

@@ -8,9 +8,10 @@ model cannot name a path or reach another session's files.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from reactchat.knowledge._kb import Hit, KnowledgeBase
+from reactchat.knowledge._kb import FileInfo, Hit, KnowledgeBase
 from reactchat.tools import RunContext, Tool
 
 if TYPE_CHECKING:
@@ -22,6 +23,8 @@ log = logging.getLogger("reactchat.knowledge")
 #: the key under which the knowledge base sits in ``RunContext.services``
 SERVICE = "knowledge"
 DEFAULT_BUDGET = 3000
+#: files named in the tool's description; past that, "and N more"
+MAX_NAMED = 10
 
 
 def render(query: str, hits: list[Hit], budget: int) -> str:
@@ -42,11 +45,18 @@ def render(query: str, hits: list[Hit], budget: int) -> str:
     return "\n".join(parts)
 
 
-def search_files_tool(kb: KnowledgeBase | None = None, *, k: int = 5, budget: int = DEFAULT_BUDGET) -> Tool:
+def search_files_tool(
+    kb: KnowledgeBase | None = None,
+    *,
+    k: int = 5,
+    budget: int = DEFAULT_BUDGET,
+    files: Sequence[FileInfo] = (),
+) -> Tool:
     """A ``search_files`` tool over the session's uploaded files.
 
     The knowledge base is ``ctx.services["knowledge"]``, else ``kb``, else the one of
-    the run's store. Observations stay within ``budget`` characters.
+    the run's store. Observations stay within ``budget`` characters. ``files`` are
+    named in the description so that the model knows what it can search.
     """
 
     async def search_files(query: str, ctx: RunContext) -> str:
@@ -62,8 +72,13 @@ def search_files_tool(kb: KnowledgeBase | None = None, *, k: int = 5, budget: in
             return "No file is uploaded in this chat any more (files expire after some rounds or when cleared)."
         return render(query, hits, budget)
 
+    description = None
+    if files:
+        names = ", ".join(f"{f.name} ({f.pages} pages)" if f.pages else f.name for f in files[:MAX_NAMED])
+        more = f" and {len(files) - MAX_NAMED} more" if len(files) > MAX_NAMED else ""
+        description = f"{' '.join((search_files.__doc__ or '').split('Args:')[0].split())} Files: {names}{more}."
     # volatile: the same query may find new passages after another upload in the same turn
-    return Tool(search_files, idempotent=True, volatile=True, max_chars=budget + 200)
+    return Tool(search_files, description=description, idempotent=True, volatile=True, max_chars=budget + 200)
 
 
 def attach(
@@ -81,15 +96,15 @@ def attach(
     ``KnowledgeBase.for_store`` (``retention``, ``embeddings``...).
     """
     base = kb or KnowledgeBase.for_store(agent.store, **options)
-    budget = min(DEFAULT_BUDGET, agent.max_observation_chars - 200)
-    search = search_files_tool(base, k=k, budget=budget)
+    budget = max(300, min(DEFAULT_BUDGET, agent.max_observation_chars - 200))
     previous_tools = agent.session_tools
     previous_end = agent.on_turn_end
 
     async def session_tools(session: str, store: Store) -> list[Tool]:
         tools = list(await previous_tools(session, store)) if previous_tools else []
-        if await base.has_files(session):
-            tools.append(search)
+        files = await base.files(session)
+        if files:
+            tools.append(search_files_tool(base, k=k, budget=budget, files=files))
         return tools
 
     async def on_turn_end(session: str, store: Store, status: str) -> None:
