@@ -34,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "PauseForUser": "reactchat.tools",
     "Model": "reactchat.models",
     "ModelError": "reactchat.models",
+    "ContextTooLong": "reactchat.models",
     "ScriptedModel": "reactchat.models",
     "resolve_model": "reactchat.models",
     "FormatError": "reactchat.react",
@@ -50,7 +51,7 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent
-    from reactchat.models import Model, ModelError, ScriptedModel, resolve_model
+    from reactchat.models import ContextTooLong, Model, ModelError, ScriptedModel, resolve_model
     from reactchat.react import Action, FinalAnswer, FormatError
     from reactchat.session import RunResult, SessionState, Step
     from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
