@@ -91,3 +91,10 @@ async def test_the_packaged_minilm_model_finds_paraphrases(sqlite_url: str) -> N
     assert hits[0].heading == "Garage"
     await kb.close()
     await keyword_only.close()
+
+
+def test_the_environment_turns_dense_retrieval_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("REACTCHAT_EMBEDDINGS", "1")
+    assert KnowledgeBase().dense and not KnowledgeBase(embeddings=False).dense
+    monkeypatch.delenv("REACTCHAT_EMBEDDINGS")
+    assert not KnowledgeBase().dense and KnowledgeBase(embeddings=ConceptEmbedder()).dense

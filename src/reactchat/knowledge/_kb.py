@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import os
 import threading
 import time
 import uuid
@@ -104,7 +105,8 @@ class KnowledgeBase:
     prefer ``KnowledgeBase.for_store(store)``. ``retention`` is the default number of
     finished turns a file stays for; ``embeddings=True`` adds dense retrieval (the
     ``embeddings`` extra) fused with keyword search, or pass any object with
-    ``encode(list[str]) -> array``. Nothing is opened until first use.
+    ``encode(list[str]) -> array``; left unset, ``REACTCHAT_EMBEDDINGS=1`` in the
+    environment turns it on (for the CLI and the server). Nothing is opened until first use.
     """
 
     def __init__(
@@ -116,7 +118,7 @@ class KnowledgeBase:
         max_files: int = 20,
         chunk_chars: int = 1000,
         overlap: int = 150,
-        embeddings: bool | Any = False,
+        embeddings: bool | Any | None = None,
     ) -> None:
         if retention < 1:
             raise ValueError("retention must be at least 1 round")
@@ -126,6 +128,8 @@ class KnowledgeBase:
         self.max_files = max_files
         self.chunk_chars = chunk_chars
         self.overlap = overlap
+        if embeddings is None:
+            embeddings = os.environ.get("REACTCHAT_EMBEDDINGS", "").lower() in ("1", "true", "yes", "on")
         self._embeddings = embeddings
         self._embedder: Any = None
         self._index: Index | None = None
