@@ -39,8 +39,10 @@ BASELINE = "reactchat-memory"
 FRAMEWORKS = [
     "reactchat-memory",
     "reactchat-sqlite",
+    "reactchat-memory-inline",
     "langgraph",
     "langgraph-checkpoint",
+    "langchain-create-agent",
     "langchain-agentexecutor",
     "smolagents",
     "pydantic-ai",
@@ -62,6 +64,7 @@ DISTRIBUTIONS = [
     "langgraph-prebuilt",
     "langgraph-checkpoint",
     "langchain-core",
+    "langchain",
     "langchain-classic",
     "smolagents",
     "pydantic-ai-slim",
@@ -179,11 +182,14 @@ def summarize(jobs: list[dict[str, Any]], frameworks: list[str], ns: list[int]) 
             if not mine:
                 continue
             steps = [s for j in mine for s in j["step_s"]]
+            steps_cpu = [s for j in mine for s in j["step_cpu_s"]]
             per_step = [t / (n + 1) for j in mine for t in j["run_s"]]
             cpu_per_step = [t / (n + 1) for j in mine for t in j["run_cpu_s"]]
             entry: dict[str, Any] = {
                 "step_median_us": statistics.median(steps) * 1e6,
                 "step_p90_us": quantile(steps, 0.9) * 1e6,
+                "step_cpu_median_us": statistics.median(steps_cpu) * 1e6,
+                "step_cpu_p90_us": quantile(steps_cpu, 0.9) * 1e6,
                 "run_per_step_median_us": statistics.median(per_step) * 1e6,
                 "run_per_step_p90_us": quantile(per_step, 0.9) * 1e6,
                 "cpu_per_step_median_us": statistics.median(cpu_per_step) * 1e6,
@@ -197,7 +203,13 @@ def summarize(jobs: list[dict[str, Any]], frameworks: list[str], ns: list[int]) 
                 "samples": {"steps": len(steps), "runs": len(per_step), "rounds": len(mine)},
             }
             base = [j for j in jobs if j["framework"] == BASELINE and j["n"] == n]
-            for key, metric in (("step", "step_s"), ("run_per_step", "run_s"), ("cpu_per_step", "run_cpu_s")):
+            pairs = (
+                ("step", "step_s"),
+                ("step_cpu", "step_cpu_s"),
+                ("run_per_step", "run_s"),
+                ("cpu_per_step", "run_cpu_s"),
+            )
+            for key, metric in pairs:
                 ratios = []
                 for job in mine:
                     partner = [b for b in base if b["round"] == job["round"]]
@@ -221,18 +233,23 @@ def fmt_ratio(entry: dict[str, Any], key: str) -> str:
 
 
 METRICS = {
+    "cpu_per_step": (
+        "CPU per step, whole run",
+        "process CPU time, all threads, of one agent run divided by its N+1 model calls; "
+        "median and p90 over runs. Other load on the machine barely moves it",
+    ),
     "run_per_step": (
-        "Per step, whole run",
+        "Wall time per step, whole run",
         "wall time of one agent run divided by its N+1 model calls; median and p90 over runs",
     ),
     "step": (
-        "One loop iteration",
-        "wall time between two consecutive tool calls: model call, parsing, tool, state update, "
+        "Wall time of one loop iteration",
+        "between two consecutive tool calls: model call, parsing, tool, state update, "
         "persistence; median and p90 over all steps",
     ),
-    "cpu_per_step": (
-        "CPU per step, whole run",
-        "process CPU time of one run divided by N+1; less sensitive to other load on the machine",
+    "step_cpu": (
+        "CPU time of one loop iteration",
+        "process CPU time between two consecutive tool calls; median and p90 over all steps",
     ),
 }
 
@@ -302,7 +319,8 @@ def chart(report: dict[str, Any], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     ns = report["args"]["n"]
-    fig, axes = plt.subplots(1, len(METRICS), figsize=(6 * len(METRICS), 5.5), sharey=True)
+    fig, grid = plt.subplots(2, 2, figsize=(13, 10), sharey=True)
+    axes = list(grid.flat)
     for ax, (key, (title, _)) in zip(axes, METRICS.items(), strict=True):
         for fw, rows in report["results"].items():
             xs = [n for n in ns if str(n) in rows]
@@ -315,7 +333,8 @@ def chart(report: dict[str, Any], path: Path) -> None:
         ax.set_xlabel("N tool steps per run")
         ax.set_title(title)
         ax.grid(True, which="both", alpha=0.3)
-    axes[0].set_ylabel("median µs per step (log)")
+    for ax in grid[:, 0]:
+        ax.set_ylabel("median µs per step (log)")
     axes[-1].legend(fontsize=8, loc="best")
     fig.suptitle(f"Agent framework overhead with a zero-latency scripted model — {report['date']}")
     fig.tight_layout()

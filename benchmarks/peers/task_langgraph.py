@@ -1,7 +1,9 @@
 """LangGraph ``create_react_agent`` with LangChain's ``GenericFakeChatModel``.
 
 ``variant="checkpoint"`` compiles the graph with an ``InMemorySaver`` and gives every
-run its own thread.
+run its own thread. ``variant="create_agent"`` uses ``langchain.agents.create_agent``,
+the LangGraph-based agent that LangChain 1.x recommends instead of both
+``create_react_agent`` and ``AgentExecutor``.
 """
 
 from __future__ import annotations
@@ -39,9 +41,14 @@ def build(n: int, mark: Mark, variant: str = "") -> Run:
     # Every run consumes exactly n + 1 replies, so cycling the script restarts it per run.
     model = ScriptedChatModel(messages=itertools.cycle(script))
     checkpointer = InMemorySaver() if variant == "checkpoint" else None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # create_react_agent is deprecated in favour of langchain's
-        graph = create_react_agent(model, [tool(lookup)], checkpointer=checkpointer)
+    if variant == "create_agent":
+        from langchain.agents import create_agent
+
+        graph = create_agent(model, [tool(lookup)])
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # create_react_agent is deprecated in favour of create_agent
+            graph = create_react_agent(model, [tool(lookup)], checkpointer=checkpointer)
     runs = itertools.count()
 
     def run() -> str:

@@ -1,7 +1,9 @@
 """reactchat with its own ``ScriptedModel`` on the text ReAct protocol.
 
 ``variant`` is the store: ``memory`` (``memory:``) or ``sqlite`` (a fresh SQLite file in
-a temporary directory, every event appended durably).
+a temporary directory, every event appended durably), optionally followed by
+``-inline``: the tool is declared ``@tool(timeout=None)``, so reactchat calls it
+directly instead of in a worker thread under a timeout (the ``@tool`` default).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ def store_url(variant: str) -> str:
 
 
 def build(n: int, mark: Mark, variant: str = "memory") -> Run:
-    @tool
+    store, _, inline = variant.partition("-")
+
     def lookup(key: str) -> str:
         """Return the value stored under key."""
         mark()
@@ -36,7 +39,8 @@ def build(n: int, mark: Mark, variant: str = "memory") -> Run:
     script = [f'I look it up.\nAction: lookup\nAction Input: {{"key": "{key(i)}"}}' for i in range(n)]
     script.append(f"I know it.\nFinal Answer: {ANSWER}")
     model = ScriptedModel(script)
-    agent = Agent(model=model, tools=[lookup], protocol="react", max_steps=n + 1, store=store_url(variant))
+    lookup_tool = tool(timeout=None)(lookup) if inline else tool(lookup)
+    agent = Agent(model=model, tools=[lookup_tool], protocol="react", max_steps=n + 1, store=store_url(store))
 
     def run() -> str:
         # ScriptedModel answers request number len(.requests): clearing it restarts the

@@ -23,8 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 FRAMEWORKS: dict[str, tuple[str, str]] = {
     "reactchat-memory": ("task_reactchat", "memory"),
     "reactchat-sqlite": ("task_reactchat", "sqlite"),
+    "reactchat-memory-inline": ("task_reactchat", "memory-inline"),
     "langgraph": ("task_langgraph", ""),
     "langgraph-checkpoint": ("task_langgraph", "checkpoint"),
+    "langchain-create-agent": ("task_langgraph", "create_agent"),
     "langchain-agentexecutor": ("task_agentexecutor", ""),
     "smolagents": ("task_smolagents", ""),
     "pydantic-ai": ("task_pydanticai", ""),
@@ -48,20 +50,24 @@ def main() -> None:
     rss_import = rss_kib()
 
     marks: list[float] = []
+    cpu_marks: list[float] = []
 
     def mark() -> None:
         marks.append(time.perf_counter())
+        cpu_marks.append(time.process_time())
 
     t0 = time.perf_counter()
     run = module.build(n, mark, variant)
     build_s = time.perf_counter() - t0
 
     intervals: list[float] = []
+    cpu_intervals: list[float] = []
     totals: list[float] = []
     cpu_totals: list[float] = []
     rss_one_run = 0
     for i in range(runs + 1):  # the first run warms caches and is not measured
         marks.clear()
+        cpu_marks.clear()
         c0, t0 = time.process_time(), time.perf_counter()
         answer = run()
         total, cpu = time.perf_counter() - t0, time.process_time() - c0
@@ -73,6 +79,7 @@ def main() -> None:
             totals.append(total)
             cpu_totals.append(cpu)
             intervals.extend(b - a for a, b in itertools.pairwise(marks))
+            cpu_intervals.extend(b - a for a, b in itertools.pairwise(cpu_marks))
     json.dump(
         {
             "framework": name,
@@ -87,6 +94,7 @@ def main() -> None:
             "run_s": totals,
             "run_cpu_s": cpu_totals,
             "step_s": intervals,
+            "step_cpu_s": cpu_intervals,
         },
         sys.stdout,
     )
