@@ -1,19 +1,13 @@
 """Where reactchat's per-step time goes, for the engine's owners.
 
-    benchmarks/peers/.venv/bin/python benchmarks/peers/breakdown.py [--n 50] [--store memory]
+    benchmarks/peers/.venv/bin/python benchmarks/peers/breakdown.py [--n 50] [--store memory|sqlite]
     benchmarks/peers/.venv/bin/python benchmarks/peers/breakdown.py --profile   # + cProfile top 25
 
-Part 1 times the components of one step in isolation (best of 5). Part 2 runs the
-benchmark task as shipped and with two changes applied from outside, interleaved, to
-show what each would save:
-
-- ``inline tool``: the tool declared ``@tool(timeout=None)``, so the engine calls the
-  sync function directly instead of in a worker thread under ``asyncio.wait_for``;
-- ``no result repr``: ``asyncio.run`` of a wrapper coroutine that returns ``None``.
-  On Python 3.11, ``asyncio.run`` restores its SIGINT handler through
-  ``signal.getsignal``, whose enum conversion formats ``repr(partial(main_task=task))``
-  in a ValueError it then swallows: the finished task's repr includes the full
-  ``repr(RunResult)``, every event of the turn, so each ``Agent.run`` pays O(N) for it.
+Part 1 times the pieces of one step in isolation (best of 5, so the machine's other
+load mostly drops out). Part 2 runs the benchmark task as shipped (``@tool``: a sync
+tool runs in a worker thread under ``asyncio.wait_for`` because of the default 30 s
+timeout) and with the tool declared ``@tool(timeout=None)`` (called inline), interleaved,
+and prints wall and CPU time per step.
 """
 
 from __future__ import annotations
@@ -32,9 +26,10 @@ from task_common import ANSWER, QUESTION, key, value
 from task_reactchat import store_url
 
 from reactchat import Agent, ScriptedModel, tool
-from reactchat.messages import ActionEvent, ObservationEvent, Reply, TextPart, ThoughtEvent, Usage
+from reactchat.messages import EVENTS, ActionEvent, ObservationEvent, Reply, TextPart, ThoughtEvent, Usage
 from reactchat.packs import get_pack
 from reactchat.react import ReactTranscript, parse
+from reactchat.store import resolve_store
 
 REPLY = 'I look it up.\nAction: lookup\nAction Input: {"key": "k3"}'
 
@@ -61,6 +56,11 @@ def components() -> None:
     model = ScriptedModel(itertools.repeat(REPLY, 10**6))
     request = transcripts[10].request()
     loop = asyncio.new_event_loop()
+    stores = {name: resolve_store(store_url(name)) for name in ("memory", "sqlite")}
+    observations = {}
+    for name, store in stores.items():
+        session = loop.run_until_complete(store.create_session())
+        observations[name] = ObservationEvent(call_id="c", tool="lookup", text="value of k3", session=session)
     rows: list[tuple[str, Callable[[], object], int]] = [
         ("react.parse(reply)", lambda: parse(REPLY, pack, "lookup, ask_user"), 20000),
         ("transcript.request() after 10 steps", transcripts[10].request, 20000),
@@ -70,11 +70,22 @@ def components() -> None:
         ("ObservationEvent(...)", lambda: ObservationEvent(call_id="c", tool="lookup", text="v"), 20000),
         ("Reply(parts=[TextPart], usage)", lambda: Reply(parts=[TextPart(text=REPLY)], usage=Usage()), 20000),
         ("tool.validate(dict)", lambda: threaded.validate({"key": "k3"}), 20000),
+        ("EVENTS.dump_json(ObservationEvent)", lambda: EVENTS.dump_json(observations["memory"]), 20000),
         ("loop.run_until_complete(sleep(0)) (reference)", lambda: loop.run_until_complete(asyncio.sleep(0)), 5000),
         (
             "ScriptedModel.complete (incl. run_until_complete)",
             lambda: loop.run_until_complete(model.complete(request)),
             5000,
+        ),
+        (
+            "memory store.append (incl. run_until_complete)",
+            lambda: loop.run_until_complete(stores["memory"].append(observations["memory"])),
+            5000,
+        ),
+        (
+            "sqlite store.append (incl. run_until_complete)",
+            lambda: loop.run_until_complete(stores["sqlite"].append(observations["sqlite"])),
+            2000,
         ),
         (
             "tool.run, default timeout: worker thread",
@@ -90,12 +101,14 @@ def components() -> None:
     loop.close()
 
 
-def variant(n: int, store: str, inline: bool, box: bool) -> Callable[[], list[float]]:
+def variant(n: int, store: str, inline: bool) -> Callable[[], tuple[list[float], list[float]]]:
     marks: list[float] = []
+    cpu_marks: list[float] = []
 
     def lookup(key: str) -> str:
         """Return the value stored under key."""
         marks.append(time.perf_counter())
+        cpu_marks.append(time.process_time())
         return value(key)
 
     tool_ = tool(timeout=None)(lookup) if inline else tool(lookup)
@@ -104,50 +117,41 @@ def variant(n: int, store: str, inline: bool, box: bool) -> Callable[[], list[fl
     model = ScriptedModel(script)
     agent = Agent(model=model, tools=[tool_], max_steps=n + 1, store=store_url(store))
 
-    def run() -> list[float]:
+    def run() -> tuple[list[float], list[float]]:
         model.requests.clear()
         marks.clear()
-        if box:
-            out = []
-
-            async def main() -> None:
-                out.append(await agent.arun(QUESTION))
-
-            asyncio.run(main())
-            result = out[0]
-        else:
-            result = agent.run(QUESTION)
+        cpu_marks.clear()
+        result = agent.run(QUESTION)
         assert result.answer == ANSWER, result.answer
-        return list(marks)
+        return list(marks), list(cpu_marks)
 
     return run
 
 
 def variants(n: int, store: str, profile: bool) -> None:
-    configs = {
-        "as shipped": (False, False),
-        "inline tool": (True, False),
-        "no result repr": (False, True),
-        "both": (True, True),
-    }
-    runs = {name: variant(n, store, *flags) for name, flags in configs.items()}
-    samples: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in configs}
+    runs = {"as shipped (@tool)": variant(n, store, False), "@tool(timeout=None)": variant(n, store, True)}
+    columns = ("wall/run", "cpu/run", "wall/iter", "cpu/iter")
+    samples: dict[str, dict[str, list[float]]] = {name: {c: [] for c in columns} for name in runs}
     for run in runs.values():
         run()
     for _ in range(max(5, 1000 // n)):
         for name, run in runs.items():
-            started = time.perf_counter()
-            marks = run()
-            samples[name][0].append((time.perf_counter() - started) / (n + 1))
-            samples[name][1].extend(b - a for a, b in itertools.pairwise(marks))
-    print(f"\nreactchat-{store}, N={n}        whole run / (N+1)   one loop iteration  (median µs)")
-    for name, (per_run, per_step) in samples.items():
-        print(f"  {name:24} {statistics.median(per_run) * 1e6:14.1f} {statistics.median(per_step) * 1e6:20.1f}")
+            wall, cpu = time.perf_counter(), time.process_time()
+            marks, cpu_marks = run()
+            sample = samples[name]
+            sample["wall/run"].append((time.perf_counter() - wall) / (n + 1))
+            sample["cpu/run"].append((time.process_time() - cpu) / (n + 1))
+            sample["wall/iter"].extend(b - a for a, b in itertools.pairwise(marks))
+            sample["cpu/iter"].extend(b - a for a, b in itertools.pairwise(cpu_marks))
+    print(f"\nreactchat-{store}, N={n}: median µs per step (run = whole run / (N+1), iter = one loop iteration)")
+    print(f"  {'':24}" + "".join(f"{c:>12}" for c in columns))
+    for name, sample in samples.items():
+        print(f"  {name:24}" + "".join(f"{statistics.median(sample[c]) * 1e6:12.1f}" for c in columns))
     if profile:
         profiler = cProfile.Profile()
         profiler.enable()
         for _ in range(max(3, 300 // n)):
-            runs["as shipped"]()
+            runs["as shipped (@tool)"]()
         profiler.disable()
         print("\ncProfile of the shipped configuration, by own time:")
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
