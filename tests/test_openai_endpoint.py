@@ -176,3 +176,18 @@ def test_a_system_message_that_changes_per_request_does_not_lose_the_question(cl
     answer, _, resumed = ask(client, history)
     assert answer == "From Metz, Paris is 400 km away."
     assert resumed["session"] == extra["session"]
+
+
+def test_streaming_usage_comes_in_a_last_chunk_without_choices(client: OpenAI) -> None:
+    chunks = list(
+        client.chat.completions.create(
+            model="rules",
+            messages=[{"role": "user", "content": "compute 1+2"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    assert chunks[-1].choices == []
+    assert chunks[-1].usage is not None
+    assert chunks[-1].usage.total_tokens == chunks[-1].usage.prompt_tokens + chunks[-1].usage.completion_tokens
+    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "3"

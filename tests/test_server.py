@@ -231,3 +231,10 @@ def test_serve_refuses_a_public_host_without_a_token(monkeypatch: pytest.MonkeyP
     monkeypatch.delenv("REACTCHAT_TOKEN", raising=False)
     with pytest.raises(ValueError, match="REACTCHAT_TOKEN"):
         serve(host="0.0.0.0", port=1, db="memory:", model="local", token=None)
+
+
+def test_an_unreachable_store_is_a_clear_503() -> None:
+    with running(make_app(store="postgresql://postgres@127.0.0.1:1/nowhere")) as url:
+        response = httpx.post(f"{url}/v1/sessions", timeout=20)
+        assert response.status_code == 503
+        assert "cannot connect to PostgreSQL" in response.json()["error"]["message"]

@@ -150,6 +150,15 @@ def _error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, HTTPException)
         return error(exc.status_code, str(exc.detail), "invalid_request_error" if exc.status_code < 500 else "server")
 
+    async def unavailable(request: Request, exc: Exception) -> Response:
+        return error(503, f"the session store is unavailable: {exc}", "unavailable")
+
+    async def internal(request: Request, exc: Exception) -> Response:
+        # the traceback goes to the server log; the client gets the kind of failure
+        return error(500, f"internal error: {type(exc).__name__}: {exc}", "server")
+
+    app.add_exception_handler(ConnectionError, unavailable)
+    app.add_exception_handler(Exception, internal)
     app.add_exception_handler(SessionNotFound, not_found)
     app.add_exception_handler(SessionBusy, busy)
     app.add_exception_handler(AlreadyAnswered, answered)

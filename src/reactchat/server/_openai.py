@@ -94,6 +94,7 @@ class ChatRequest(BaseModel):
     safety_identifier: str | None = None
     metadata: dict[str, str] | None = None
     session_id: str | None = Field(default=None, min_length=1, max_length=200)
+    stream_options: dict[str, Any] | None = None
 
 
 def openai_routes(app: FastAPI, server: Server) -> None:
@@ -134,7 +135,8 @@ def openai_routes(app: FastAPI, server: Server) -> None:
         completion = f"chatcmpl-{uuid.uuid4().hex}"
         headers = {"X-Session-Id": session}
         if body.stream:
-            chunks = _chunks(feed, completion, model)
+            usage = bool((body.stream_options or {}).get("include_usage"))
+            chunks = _chunks(feed, completion, model, usage)
             headers["Cache-Control"] = "no-cache"
             return StreamingResponse(chunks, media_type="text/event-stream", headers=headers)
         events, failure = await feed.events()
@@ -243,10 +245,15 @@ def _extra(end: dict[str, Any]) -> dict[str, Any]:
     return {key: end[key] for key in ("session", "status", "turn", "reply_to", "reason")}
 
 
+def _usage(events: list[Event]) -> dict[str, int]:
+    usage = Turn(0, "", events).usage
+    total = usage.input_tokens + usage.output_tokens
+    return {"prompt_tokens": usage.input_tokens, "completion_tokens": usage.output_tokens, "total_tokens": total}
+
+
 def _completion(session: str, events: list[Event], completion: str, model: str) -> dict[str, Any]:
     end = summary(session, events)
     last = [e for e in events if e.turn == end["turn"]]
-    usage = Turn(end["turn"], "", last).usage
     return {
         "id": completion,
         "object": "chat.completion",
@@ -264,16 +271,12 @@ def _completion(session: str, events: list[Event], completion: str, model: str) 
                 "logprobs": None,
             }
         ],
-        "usage": {
-            "prompt_tokens": usage.input_tokens,
-            "completion_tokens": usage.output_tokens,
-            "total_tokens": usage.input_tokens + usage.output_tokens,
-        },
+        "usage": _usage(last),
         "reactchat": _extra(end),
     }
 
 
-async def _chunks(feed: TurnFeed, completion: str, model: str) -> AsyncIterator[str]:
+async def _chunks(feed: TurnFeed, completion: str, model: str, include_usage: bool) -> AsyncIterator[str]:
     created = int(time.time())
 
     def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
@@ -298,4 +301,8 @@ async def _chunks(feed: TurnFeed, completion: str, model: str) -> AsyncIterator[
     end = summary(feed.session, events)
     yield chunk({"content": _content(end)})
     yield chunk({}, "stop", reactchat=_extra(end))
+    if include_usage:  # as OpenAI does: one more chunk, with no choices
+        body = {"id": completion, "object": "chat.completion.chunk", "created": created, "model": model}
+        usage = _usage([e for e in events if e.turn == end["turn"]])
+        yield f"data: {json.dumps({**body, 'choices': [], 'usage': usage})}\n\n"
     yield "data: [DONE]\n\n"
