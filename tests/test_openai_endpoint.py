@@ -68,7 +68,7 @@ def test_a_plain_completion_answers_with_the_reasoning_beside_it(client: OpenAI)
 
 
 def test_a_streamed_completion_sends_each_step_then_the_answer(client: OpenAI) -> None:
-    content, reasoning, extra = ask_streaming(client, [{"role": "user", "content": "compute 6*7"}])
+    content, reasoning, extra = ask_streaming(client, [{"role": "user", "content": "stream compute 6*7"}])
     assert content == "42"
     assert reasoning[0] == "Thought: Use the calculator.\n"
     assert reasoning[2] == "Observation: 42\n"

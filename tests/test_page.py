@@ -79,6 +79,14 @@ def test_steps_stream_in_collapsed_and_the_answer_follows(page: Page) -> None:
     expect(page.get_by_test_id("status")).to_have_text("")
 
 
+def test_a_streaming_model_s_words_show_before_the_step(page: Page) -> None:
+    send(page, "stream compute 3*5")
+    expect(page.get_by_test_id("live")).to_contain_text("Use the")
+    expect(page.get_by_test_id("answer")).to_have_text("15")
+    expect(page.get_by_test_id("live")).to_have_count(0)
+    expect(page.get_by_test_id("step").first).to_contain_text("Thought: Use the calculator.")
+
+
 def test_a_question_is_shown_as_a_question_and_survives_a_reload(page: Page) -> None:
     send(page, "How far is Paris?")
     expect(page.get_by_test_id("question")).to_have_text("Where are you?")

@@ -72,6 +72,19 @@ def test_sse_frames_arrive_while_the_turn_runs(client: httpx.Client) -> None:
     assert answer_at - thought_at > 0.8, "the thought must be sent before the second (1 s) model call ends"
 
 
+def test_a_streaming_model_s_text_arrives_as_deltas_before_its_step(client: httpx.Client) -> None:
+    session = new_session(client)
+    frames = say(client, session, "stream compute 2*8")
+    kinds = [kind for kind, _ in frames]
+    first_thought = kinds.index("thought")
+    streamed = "".join(str(data["text"]) for kind, data in frames[:first_thought] if kind == "delta")
+    assert streamed == ' Use the calculator.\nAction: calculator\nAction Input: {"expression": "2*8"}'
+    assert kinds.count("delta") >= 2, "the words come in several frames"
+    assert frames[-1][1]["answer"] == "16"
+    stored = client.get(f"/v1/sessions/{session}").json()["turns"][0]["events"]
+    assert "delta" not in [e["type"] for e in stored], "deltas are shown, never stored"
+
+
 def test_a_question_pauses_the_turn_and_the_next_message_answers_it(client: httpx.Client) -> None:
     session = new_session(client)
     frames = say(client, session, "How far is Paris?")

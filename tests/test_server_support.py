@@ -22,6 +22,7 @@ import uvicorn
 from reactchat import Agent
 from reactchat.messages import Reply, Request, TextPart
 from reactchat.models import ModelError
+from reactchat.models._http import emit_delta
 from reactchat.server import ServerConfig, create_app
 from reactchat.toolbox import calculator
 
@@ -57,13 +58,20 @@ class RuleModel:
         """Answer one request after ``delay`` seconds."""
         self.calls += 1
         # "slow" questions take a second a step, to observe a turn while it runs
-        await asyncio.sleep(1.0 if "slow" in _question(request).lower() else self.delay)
-        return Reply(parts=[TextPart(text=reply(request))])
+        question = _question(request).lower()
+        await asyncio.sleep(1.0 if "slow" in question else self.delay)
+        text = reply(request)
+        if "stream" in question:  # like the openai: and anthropic: adapters, word by word
+            for piece in re.split(r"(?<=\s)", text):
+                await emit_delta(None, piece)
+                await asyncio.sleep(0.05)
+        return Reply(parts=[TextPart(text=text)])
 
 
 def reply(request: Request) -> str:
     """The rules: "how far" asks where the user is, "compute X" uses the calculator, "two
-    questions" asks twice, "slow" takes a second per step, "fail" raises, "files" searches the uploads;
+    questions" asks twice, "slow" takes a second per step,
+    "stream" streams its text word by word, "fail" raises, "files" searches the uploads;
     anything else is echoed back as the final answer."""
     question = _question(request)
     seen = _observations(request)

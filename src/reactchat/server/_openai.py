@@ -55,7 +55,7 @@ from reactchat.messages import (
     ThoughtEvent,
     UserEvent,
 )
-from reactchat.server._turns import KEEPALIVE, TurnFeed, failure_event, summary
+from reactchat.server._turns import KEEPALIVE, Delta, TurnFeed, failure_event, summary
 from reactchat.session import SessionState, Turn
 
 if TYPE_CHECKING:
@@ -289,6 +289,8 @@ async def _chunks(feed: TurnFeed, completion: str, model: str, include_usage: bo
     async for item in feed.items(KEEPALIVE):
         if item is None:
             yield ": keepalive\n\n"
+        elif isinstance(item, Delta):
+            continue  # raw ReAct text: the steps follow as reasoning_content
         elif isinstance(item, BaseException):
             message = failure_event(feed.session, item).message
             yield f"data: {json.dumps({'error': {'message': message, 'type': 'agent_error', 'code': 502}})}\n\n"

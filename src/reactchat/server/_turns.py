@@ -12,11 +12,13 @@ import contextlib
 import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from reactchat.agent import Agent
 from reactchat.messages import ErrorEvent, Event
 from reactchat.models import ModelError
+from reactchat.models._http import DELTAS
 from reactchat.session import Turn
 
 log = logging.getLogger("reactchat.server")
@@ -24,7 +26,15 @@ log = logging.getLogger("reactchat.server")
 #: seconds between SSE comments while a model call is slow, so proxies keep the stream open
 KEEPALIVE = 15.0
 
-Item = Event | BaseException | None
+
+@dataclass
+class Delta:
+    """Text a model is streaming before it becomes a step: shown live, never stored."""
+
+    text: str
+
+
+Item = Event | Delta | BaseException | None
 
 
 class TurnFeed:
@@ -36,14 +46,22 @@ class TurnFeed:
 
     def __init__(self, session: str) -> None:
         self.session = session
-        self._items: list[Event | BaseException] = []
+        self._items: list[Event | Delta | BaseException] = []
         self._ready = asyncio.Event()
         self._closed = False
 
-    def put(self, item: Event | BaseException) -> None:
+    def put(self, item: Event | Delta | BaseException) -> None:
         """Add an event (or the failure that ended the turn)."""
         self._items.append(item)
         self._ready.set()
+
+    def delta(self, text: str) -> None:
+        """Add streamed model text; pieces not yet read are joined into one."""
+        last = self._items[-1] if self._items else None
+        if isinstance(last, Delta):
+            last.text += text
+        else:
+            self.put(Delta(text))
 
     def close(self) -> None:
         """The turn is over: readers stop once they have everything."""
@@ -81,7 +99,7 @@ class TurnFeed:
         async for item in self.items():
             if isinstance(item, BaseException):
                 failure = item
-            elif item is not None:
+            elif item is not None and not isinstance(item, Delta):
                 events.append(item)
         return events, failure
 
@@ -124,6 +142,8 @@ class Turns:
 
 
 async def _pump(stream: AsyncIterator[Event], feed: TurnFeed) -> None:
+    # models that stream (openai:, anthropic:) send their text deltas to this task's feed
+    DELTAS.set(feed.delta)
     try:
         async for event in stream:
             feed.put(event)
@@ -166,7 +186,11 @@ def frame(kind: str, data: str) -> str:
 
 async def sse(feed: TurnFeed, extra: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> AsyncIterator[str]:
     """The turn as SSE: one frame per event (``event: <type>``), then ``event: end`` with
-    the ``summary`` and whatever ``extra()`` adds (the files and their rounds left)."""
+    the ``summary`` and whatever ``extra()`` adds (the files and their rounds left).
+
+    ``event: delta`` frames (``{"text": ...}``) carry a streaming model's raw text as it
+    is generated; the step's events that follow replace it.
+    """
     events: list[Event] = []
     failed = False
     async for batch in feed.batches():
@@ -174,6 +198,8 @@ async def sse(feed: TurnFeed, extra: Callable[[], Awaitable[dict[str, Any]]] | N
         for item in batch:
             if item is None:
                 frames.append(": keepalive\n\n")
+            elif isinstance(item, Delta):
+                frames.append(frame("delta", json.dumps({"text": item.text}, ensure_ascii=False)))
             elif isinstance(item, BaseException):
                 failed = True
                 frames.append(frame("error", failure_event(feed.session, item).model_dump_json()))

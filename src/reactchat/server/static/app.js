@@ -61,8 +61,24 @@ function step(title, body) {
   details.scrollIntoView({ block: "end" });
 }
 
+// A streaming model's text as it comes; the step it becomes replaces it.
+function live(text) {
+  let pre = $("live");
+  if (!pre) {
+    pre = document.createElement("pre");
+    pre.id = "live";
+    pre.className = "live";
+    pre.dataset.testid = "live";
+    $("log").append(pre);
+  }
+  pre.textContent += text;
+  pre.scrollIntoView({ block: "end" });
+}
+
 // One stored or streamed event on the page.
 function show(event) {
+  const pending = $("live");
+  if (pending) pending.remove();
   switch (event.type) {
     case "user": add("user", event.text, "user"); break;
     case "thought": if (event.text) step(`Thought: ${event.text.split("\n")[0]}`, event.text); break;
@@ -176,6 +192,7 @@ function frame(block) {
   }
   if (!data) return;  // a keepalive comment
   const payload = JSON.parse(data);
+  if (kind === "delta") return live(payload.text);
   if (kind !== "end") return show(payload);
   setStatus(payload.status === "interrupted" ? "The turn was interrupted; send a message to continue." : "");
   setPending(payload.status === "waiting" ? { question: payload.question, reply_to: payload.reply_to } : null);
