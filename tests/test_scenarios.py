@@ -213,7 +213,7 @@ def test_step_budget_ends_with_a_marked_best_effort_answer() -> None:
     assert answer.best_effort
     final_prompt = model.requests[-1].messages[-1].text
     assert "step budget is used up" in final_prompt and final_prompt.endswith("Final Answer:")
-    assert model.requests[-1].react is None  # free text, no grammar, for the last answer
+    assert model.requests[-1].react_tools == []  # the last answer may not name a tool
 
 
 def test_return_direct_skips_the_summarising_call() -> None:
@@ -333,3 +333,23 @@ def test_context_budget_elides_old_observations() -> None:
     assert result.answer == "read"
     assert all(len(r.messages[-1].text) + len(r.messages[0].content) < 3000 * 4 for r in model.requests)
     assert "elided to fit the context budget" in model.requests[-1].messages[-1].text
+
+
+def test_calling_a_failing_tool_again_is_the_hallucination_spiral() -> None:
+    attempts: list[str] = []
+
+    @tool
+    def get_weather(city: str) -> str:
+        """Current weather."""
+        attempts.append(city)
+        raise TimeoutError("upstream timeout")
+
+    same = act("get_weather", {"city": "Lyon"}, "Maybe it works now.")
+    bad_args = act("get_weather", {"town": "Lyon"}, "Try another argument name.")
+    model = ScriptedModel([same, same, bad_args, bad_args, same, " The weather service is down."])
+    result = Agent(model=model, tools=[get_weather], max_steps=20, max_repeats=3).run("Weather in Lyon?")
+    assert attempts == ["Lyon"]  # the failing call ran once; the identical retries were refused
+    assert "already called get_weather" in (result.steps[1].observation or "")
+    assert "upstream timeout" in (result.steps[1].observation or "")
+    assert "already called" in (result.steps[3].observation or "")  # the same bad arguments, refused too
+    assert result.status == "stopped" and result.reason == "repeated_action"

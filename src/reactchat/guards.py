@@ -45,8 +45,10 @@ class RepeatGuard:
         self._seen: dict[tuple[str, str], str] = {}
 
     @staticmethod
-    def key(tool: str, arguments: dict[str, Any]) -> tuple[str, str]:
-        """A canonical identity for a call."""
+    def key(tool: str, arguments: dict[str, Any] | str) -> tuple[str, str]:
+        """A canonical identity for a call (raw text when the arguments did not validate)."""
+        if isinstance(arguments, str):
+            return tool, arguments.strip()
         return tool, json.dumps(arguments, sort_keys=True, default=str, ensure_ascii=False)
 
     def previous(self, key: tuple[str, str]) -> str | None:

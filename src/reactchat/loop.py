@@ -176,13 +176,22 @@ class TurnRun:
         )
 
     async def execute(self, call_id: str, name: str, value: ToolInput) -> tuple[str, bool, int]:
-        """Run one call: ``(observation, is_error, characters cut)``. Raises ``PauseForUser``."""
+        """Run one call: ``(observation, is_error, characters cut)``. Raises ``PauseForUser``.
+
+        An identical call made earlier in the turn is not run again, whether it worked or
+        failed: calling a broken tool over and over is the hallucination spiral (seed 003).
+        """
         tool = self.tools.get(name)
-        if tool is None:
-            return unknown_tool(name, list(self.tools)), True, 0
         try:
+            if tool is None:
+                raise ToolInputError(unknown_tool(name, list(self.tools)))
             arguments = tool.validate(value)
         except ToolInputError as error:
+            key = self.repeats.key(name, value)
+            previous = self.repeats.previous(key)
+            if previous is not None:
+                return self.repeats.refuse(name, previous), True, 0
+            self.repeats.remember(key, str(error))
             return str(error), True, 0
         key = self.repeats.key(name, arguments)
         previous = None if tool.volatile else self.repeats.previous(key)
@@ -199,8 +208,7 @@ class TurnRun:
         except Exception as error:  # a tool's failure is the model's problem to route around
             result, is_error = f"Error: {name} raised {type(error).__name__}: {error}", True
         text, cut = truncate(result, tool.max_chars or self.max_observation)
-        if not is_error:
-            self.repeats.remember(key, text)
+        self.repeats.remember(key, text)
         return text, is_error, cut
 
     def fit_context(self) -> Request | None:
@@ -254,7 +262,9 @@ class TurnRun:
                     try:
                         text, is_error, cut = await self.execute(event.call_id, event.tool, event.input)
                     except PauseForUser as pause:
-                        text, is_error, cut = f"(interrupted question) {pause.question}", True, 0
+                        # the question was never stored, so never seen: ask it now; the turn waits
+                        yield await self.emit(QuestionEvent(call_id=event.call_id, question=pause.question))
+                        continue
                     yield await self.observe(event.call_id, event.tool, text, is_error, cut)
                 else:
                     yield await self.observe(event.call_id, event.tool, INTERRUPTED, True)
@@ -290,6 +300,14 @@ def replay(run: TurnRun, events: list[Event]) -> None:
             run.transcript.add_observation(event.call_id, event.text)
             action = next((a for a in actions.get(event.step, []) if a.call_id == event.call_id), None)
             tool = run.tools.get(event.tool)
-            if action is not None and tool is not None and not event.is_error:
+            if action is None or event.text == INTERRUPTED or (tool is not None and tool.volatile):
+                continue
+            arguments: ToolInput = action.input
+            if tool is not None:
                 with contextlib.suppress(ToolInputError):
-                    run.repeats.remember(run.repeats.key(event.tool, tool.validate(action.input)), event.text)
+                    arguments = tool.validate(action.input)
+            key = run.repeats.key(event.tool, arguments)
+            if run.repeats.previous(key) is None:
+                run.repeats.remember(key, event.text)
+            else:
+                run.repeats.repeats += 1  # this observation was a refused repeat

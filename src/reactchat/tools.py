@@ -212,20 +212,24 @@ class Tool:
             coro: Awaitable[Any] = self.fn(**kwargs)
             if self.timeout is None:
                 return await coro
+            deadline = asyncio.timeout(self.timeout)
             try:
-                async with asyncio.timeout(self.timeout):
+                async with deadline:
                     return await coro
             except TimeoutError:
-                raise ToolTimeout(f"{self.name} did not return within {self.timeout:g} s") from None
+                if deadline.expired():  # not a TimeoutError the tool itself raised
+                    raise ToolTimeout(f"{self.name} did not return within {self.timeout:g} s") from None
+                raise
         if self.timeout is None:
             return self.fn(**kwargs)
         # A sync tool runs in a worker thread so that a hang cannot block the agent;
         # a thread cannot be killed, so a hung call is abandoned, not stopped.
         future = _in_thread(lambda: self.fn(**kwargs))
-        try:
-            return await asyncio.wait_for(future, self.timeout)
-        except TimeoutError:
-            raise ToolTimeout(f"{self.name} did not return within {self.timeout:g} s") from None
+        done, _ = await asyncio.wait({future}, timeout=self.timeout)
+        if not done:
+            future.cancel()
+            raise ToolTimeout(f"{self.name} did not return within {self.timeout:g} s")
+        return future.result()
 
 
 _jobs: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.AbstractEventLoop, asyncio.Future[Any]]]
