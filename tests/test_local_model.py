@@ -21,12 +21,12 @@ from pydantic import Field
 if importlib.util.find_spec("llama_cpp") is None and not os.environ.get("CI"):
     pytest.skip("llama-cpp-python is not installed: pip install 'reactchat[local]'", allow_module_level=True)
 
+from reactchat import Agent
+from reactchat import calculator as builtin_calculator
 from reactchat.messages import (
-    AssistantMessage,
     ReactLabels,
     Request,
     SystemMessage,
-    TextPart,
     UserMessage,
 )
 from reactchat.models._grammar import integer_range_rule, react_step_grammar, tool_call_grammar
@@ -102,7 +102,7 @@ def test_react_grammar_admits_valid_steps(model: LocalModel) -> None:
     assert accepts(model, grammar, step("Convert.", "convert", {"value": 3.5, "unit": "mi"}))
     assert accepts(model, grammar, step("Look it up.", "lookup", {"item": 20}))
     assert accepts(model, grammar, " I know it now.\nFinal Answer: 92.184")
-    assert accepts(model, grammar, step("Long.", "calculator", {"expression": "1" * 200}))
+    assert accepts(model, grammar, step("Long.", "calculator", {"expression": "1" * 160}))
 
 
 def test_react_grammar_rejects_unknown_tools_and_invalid_inputs(model: LocalModel) -> None:
@@ -123,8 +123,8 @@ def test_react_grammar_rejects_unknown_tools_and_invalid_inputs(model: LocalMode
         "\nFinal Answer: 4",  # no thought
         " Done.\nFinal Answer: 4\nObservation: made up",  # nothing after the answer line
         ' Compute.\nAction: calculator\nAction Input: {"expression": "1+1\n"}',  # a raw newline in JSON
-        step("Compute.", "calculator", {"expression": "1" * 201}),  # a runaway string
-        " " + "x" * 301 + "\nFinal Answer: 4",  # a runaway thought
+        step("Compute.", "calculator", {"expression": "1" * 161}),  # a runaway string
+        " " + "x" * 201 + "\nFinal Answer: 4",  # a runaway thought
     ]
     for text in rejected:
         assert not accepts(model, grammar, text), text
@@ -221,6 +221,19 @@ def test_constrained_steps_always_parse_and_validate(model: LocalModel) -> None:
             assert isinstance(decision, FinalAnswer) and decision.answer
 
 
+def test_a_calculator_run_through_the_agent_parses_every_step(model: LocalModel) -> None:
+    agent = Agent(model=model, tools=[builtin_calculator], store="memory:", max_steps=3)
+    result = agent.run("What is 80.16 * 1.15?")
+    assert result.steps, "the run recorded no step"
+    assert [s for s in result.steps if s.kind == "format_error"] == []
+    actions = [s for s in result.steps if s.kind == "action"]
+    for action in actions:  # the only tool, with an input its schema admits
+        assert action.tool == "calculator" and isinstance(action.input, dict)
+        assert set(action.input) == {"expression"} and isinstance(action.input["expression"], str)
+    assert result.status in ("done", "stopped") and result.answer
+    # the 135M model may or may not get the number right: reported by the benchmark
+
+
 def test_step_two_reuses_the_prefix_cache(model: LocalModel) -> None:
     transcript = ReactTranscript(get_pack("en"), SPECS, [], "What is 80.16 * 1.15?")
     first = model.complete_sync(transcript.request())
@@ -267,15 +280,11 @@ async def test_native_tool_calls_match_the_schemas(model: LocalModel) -> None:
         assert reply.text and not reply.text.lstrip().startswith("{")
 
 
-async def test_a_prefilled_answer_is_continued_without_a_grammar(model: LocalModel) -> None:
-    # the protocol's final-answer request: free text after "Final Answer:"
-    request = Request(
-        messages=[
-            UserMessage(content="Question: What is 2 + 2?"),
-            AssistantMessage(parts=[TextPart(text="Thought: I know it.\nFinal Answer:")], prefill=True),
-        ],
-        max_tokens=16,
-    )
-    assert model.grammar_for(request) is None
+async def test_the_last_answer_after_the_budget_is_one_line(model: LocalModel) -> None:
+    # the engine's last call when the step budget is spent: free text after "Final Answer:"
+    transcript = ReactTranscript(get_pack("en"), SPECS, [], "What is 2 + 2?")
+    request = transcript.request(final=True)
+    assert request.react is None and model.grammar_for(request) is not None
     reply = await model.complete(request)
-    assert reply.text.strip()
+    assert reply.text.strip() and "\n" not in reply.text
+    assert model.last_stats is not None and model.last_stats.stop_reason == "end"

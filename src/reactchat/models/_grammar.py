@@ -123,9 +123,9 @@ class Limits:
     and arguments, and a schema's own ``maxLength`` wins over ``string``.
     """
 
-    thought: int = 300
-    answer: int = 600
-    string: int = 200
+    thought: int = 200
+    answer: int = 400
+    string: int = 160
 
 
 def _schema_converter(limits: Limits) -> Any:
@@ -217,6 +217,12 @@ def _react_step_grammar(labels_json: str, tools_json: str, leading_space: bool, 
         lines.append(f"action ::= {gbnf_literal(labels.action + ': ')} ({alternatives})")
     schema_rules: str = converter.format_grammar()
     return "\n".join(lines) + "\n" + schema_rules + "\n"
+
+
+def final_answer_grammar(*, leading_space: bool = True, limits: Limits = Limits()) -> str:
+    """GBNF for the answer line after a scratchpad that ends with ``<Final Answer>:``."""
+    space = '" " ' if leading_space else ""
+    return f"root ::= {space}[^ \\n] [^\\n]{{0,{limits.answer - 1}}}\n"
 
 
 def tool_call_grammar(tools: list[ToolSpec], *, limits: Limits = Limits()) -> str:

@@ -47,11 +47,13 @@ from reactchat.messages import (
     Usage,
     UserMessage,
 )
-from reactchat.models._base import ModelError
-from reactchat.models._grammar import Limits, react_step_grammar, tool_call_grammar
+from reactchat.models._base import ContextTooLong
+from reactchat.models._grammar import Limits, final_answer_grammar, react_step_grammar, tool_call_grammar
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _INSTALL_HINT = "pip install 'reactchat[local]'"
+# tokens a reply needs at the least; with less room the prompt is "too long"
+_MIN_ROOM = 64
 
 # Used when a GGUF file carries no chat template (old conversions): ChatML.
 _CHATML = (
@@ -260,6 +262,11 @@ class LocalModel:
         self.calls: list[CallStats] = []
 
     @property
+    def context_tokens(self) -> int:
+        """The context window in tokens (the engine budgets the prompt by it)."""
+        return self.n_ctx
+
+    @property
     def last_stats(self) -> CallStats | None:
         """Statistics of the most recent call, or None before the first."""
         return self.calls[-1] if self.calls else None
@@ -306,14 +313,18 @@ class LocalModel:
         return Reply(parts=[TextPart(text=text)], stop_reason=stop_reason, usage=usage)
 
     def _grammar_for(self, request: Request, prefill: str) -> str | None:
+        leading_space = not prefill[-1:].isspace()
         if request.react is not None:
             # the grammar describes what follows "Thought:"; any other prefill is free text
             if not prefill.rstrip().endswith(f"{request.react.thought}:"):
                 return None
-            leading_space = not prefill[-1:].isspace()
             return react_step_grammar(
                 request.react, request.react_tools, leading_space=leading_space, limits=self.limits
             )
+        if prefill.rstrip().endswith(":") and request.stop:
+            # a scratchpad ending in a label with no step grammar: the engine's last call,
+            # "Final Answer:" once the step budget is spent; the value is one line
+            return final_answer_grammar(leading_space=leading_space, limits=self.limits)
         if request.tools and not prefill:
             return tool_call_grammar(request.tools, limits=self.limits)
         return None
@@ -330,10 +341,11 @@ class LocalModel:
         with runtime.lock:
             tokens = runtime.tokenize(head, prefill)
             budget = self.n_ctx - len(tokens)
-            if budget <= 0:
-                raise ModelError(
-                    f"the prompt has {len(tokens)} tokens but the context holds {self.n_ctx}: "
-                    f"use LocalModel(n_ctx=...) with a larger value"
+            # a step squeezed into a few tokens would not parse: ask the engine to shrink
+            if budget < _MIN_ROOM:
+                raise ContextTooLong(
+                    f"the prompt has {len(tokens)} tokens and the context holds {self.n_ctx}: "
+                    "use LocalModel(n_ctx=...) with a larger value"
                 )
             max_tokens = min(request.max_tokens or self.max_tokens, budget)
             llama_cpp.llama_perf_context_reset(llama.ctx)

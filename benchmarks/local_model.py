@@ -1,0 +1,337 @@
+"""How the embedded local model does on ~30 easy agent tasks, with and without the grammar.
+
+    python benchmarks/local_model.py                 # all tasks, grammar on and off
+    python benchmarks/local_model.py --tasks 5 --modes grammar --json out.json
+    python benchmarks/local_model.py --model /path/to/model.gguf
+
+Each task runs through ``Agent`` with the text ReAct protocol and its tools: arithmetic
+(calculator), unit conversion (``convert_units``, enum units), lookups through a given
+tool (``country_facts`` with an enum field, ``catalogue`` with a bounded integer), and
+questions only the user can answer (the agent should call ask_user and wait).
+The prompts and the grammar are the library's own: nothing here is tuned to a task.
+
+Printed per mode: share of model steps that parse, share of actions that name a real
+tool with a schema-valid input, share of tasks answered correctly, decode tokens/s,
+seconds per step, and prompt vs evaluated tokens per step (first step of a task and
+later steps apart: later steps should evaluate only what the last step appended).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Annotated, Literal
+
+from pydantic import Field
+
+from reactchat import Agent, calculator, tool
+from reactchat.models.local import CallStats, LocalModel
+from reactchat.tools import Tool
+
+# ------------------------------------------------------------------ tools
+
+Unit = Literal["m", "km", "mi", "cm", "in", "g", "kg", "lb", "C", "F", "min", "h"]
+_TO_BASE: dict[str, tuple[str, float]] = {
+    "m": ("length", 1.0),
+    "km": ("length", 1000.0),
+    "mi": ("length", 1609.344),
+    "cm": ("length", 0.01),
+    "in": ("length", 0.0254),
+    "g": ("mass", 1.0),
+    "kg": ("mass", 1000.0),
+    "lb": ("mass", 453.59237),
+    "min": ("time", 60.0),
+    "h": ("time", 3600.0),
+}
+
+
+@tool
+def convert_units(value: float, from_unit: Unit, to_unit: Unit) -> str:
+    """Convert a quantity between units: m, km, mi, cm, in (length); g, kg, lb (mass);
+    C, F (temperature); min, h (time)."""
+    if {from_unit, to_unit} <= {"C", "F"}:
+        result = value if from_unit == to_unit else value * 9 / 5 + 32 if from_unit == "C" else (value - 32) * 5 / 9
+        return f"{value} {from_unit} = {round(result, 2)} {to_unit}"
+    if from_unit in ("C", "F") or to_unit in ("C", "F"):
+        raise ValueError(f"cannot convert {from_unit} to {to_unit}")
+    (kind_from, factor_from), (kind_to, factor_to) = _TO_BASE[from_unit], _TO_BASE[to_unit]
+    if kind_from != kind_to:
+        raise ValueError(f"cannot convert {kind_from} ({from_unit}) to {kind_to} ({to_unit})")
+    return f"{value} {from_unit} = {round(value * factor_from / factor_to, 2)} {to_unit}"
+
+
+_COUNTRIES = {
+    "france": {"capital": "Paris", "currency": "euro", "population": "68 million"},
+    "japan": {"capital": "Tokyo", "currency": "yen", "population": "124 million"},
+    "australia": {"capital": "Canberra", "currency": "Australian dollar", "population": "27 million"},
+    "canada": {"capital": "Ottawa", "currency": "Canadian dollar", "population": "40 million"},
+    "brazil": {"capital": "Brasília", "currency": "real", "population": "203 million"},
+}
+
+
+@tool
+def country_facts(country: str, field: Literal["capital", "currency", "population"]) -> str:
+    """Look up the capital, currency or population of a country."""
+    facts = _COUNTRIES.get(country.strip().lower())
+    if facts is None:
+        raise ValueError(f"no data for {country!r}; known: {', '.join(c.title() for c in _COUNTRIES)}")
+    return f"The {field} of {country.title()} is {facts[field]}."
+
+
+# a made-up catalogue: the model cannot know these, it has to look them up
+_CATALOGUE = {
+    3: ("blue kettle", 24.5),
+    7: ("oak chair", 89.0),
+    12: ("desk lamp", 31.25),
+    19: ("wool scarf", 18.0),
+    27: ("tea set", 42.75),
+}
+
+
+@tool
+def catalogue(item: Annotated[int, Field(ge=1, le=30)]) -> str:
+    """Look up a catalogue item by its number (1 to 30): its name and price in euros."""
+    if item not in _CATALOGUE:
+        return f"Item {item} is not in the catalogue."
+    name, price = _CATALOGUE[item]
+    return f"Item {item}: {name}, {price} euros."
+
+
+# ------------------------------------------------------------------ tasks
+
+
+@dataclass(frozen=True)
+class Task:
+    kind: str
+    question: str
+    #: a number (compared within 1%) or a word the answer must contain; None: must ask the user
+    expected: float | str | None
+    tools: tuple[Tool, ...]
+
+
+def _tasks() -> list[Task]:
+    calc, conv, facts, cat = (calculator,), (convert_units,), (country_facts,), (catalogue,)
+    arithmetic = [
+        ("What is 17 * 23?", 391),
+        ("What is 80.16 * 1.15?", 92.184),
+        ("What is 1234 + 5678?", 6912),
+        ("What is 144 / 12?", 12),
+        ("What is 15% of 80?", 12),
+        ("What is 2 to the power of 10?", 1024),
+        ("What is 999 - 333?", 666),
+        ("What is the square root of 81?", 9),
+        ("What is 7 * 8 + 5?", 61),
+        ("What is 3.5 * 4?", 14),
+    ]
+    conversions = [
+        ("How many metres are 3 kilometres?", 3000),
+        ("Convert 10 miles to kilometres.", 16.09),
+        ("How many grams are 2.5 kilograms?", 2500),
+        ("Convert 100 degrees Fahrenheit to Celsius.", 37.78),
+        ("How many inches are 30 centimetres?", 11.81),
+        ("Convert 5 pounds to kilograms.", 2.27),
+        ("How many minutes are 3 hours?", 180),
+        ("Convert 0 degrees Celsius to Fahrenheit.", 32),
+    ]
+    lookups_facts = [
+        ("What is the capital of Australia?", "Canberra"),
+        ("What currency does Japan use?", "yen"),
+        ("What is the population of Canada?", "40"),
+        ("What is the capital of Brazil?", "Bras"),
+        ("What currency is used in France?", "euro"),
+    ]
+    lookups_catalogue = [
+        ("What is the price of catalogue item 12?", 31.25),
+        ("What is catalogue item 7?", "chair"),
+        ("How much does catalogue item 27 cost?", 42.75),
+        ("What is catalogue item number 3?", "kettle"),
+        ("What is the price of catalogue item 19?", 18),
+    ]
+    ask = [
+        ("How far is Paris from where I am?", None),
+        ("What is the weather like in my city today?", None),
+    ]
+    return (
+        [Task("arithmetic", q, e, calc) for q, e in arithmetic]
+        + [Task("conversion", q, e, conv) for q, e in conversions]
+        + [Task("lookup", q, e, facts) for q, e in lookups_facts]
+        + [Task("lookup", q, e, cat) for q, e in lookups_catalogue]
+        + [Task("ask_user", q, e, calc) for q, e in ask]
+    )
+
+
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def is_correct(task: Task, status: str, answer: str, asked: bool) -> bool:
+    """Whether a run answered the task (for ask_user tasks: whether it asked)."""
+    if task.expected is None:
+        return status == "waiting" and asked
+    if status == "waiting":
+        return False
+    if isinstance(task.expected, str):
+        return task.expected.lower() in answer.lower()
+    for match in _NUMBER.findall(answer):
+        value = float(match.replace(",", ""))
+        if abs(value - task.expected) <= max(0.01 * abs(task.expected), 0.01):
+            return True
+    return False
+
+
+# ------------------------------------------------------------------ running
+
+
+@dataclass
+class TaskResult:
+    kind: str
+    question: str
+    status: str
+    answer: str
+    correct: bool
+    steps: int
+    parsed_steps: int
+    actions: int
+    valid_actions: int
+    seconds: float
+    calls: list[dict[str, float | int | str | bool]] = field(default_factory=list)
+
+
+def run_task(model: LocalModel, task: Task, max_steps: int) -> TaskResult:
+    agent = Agent(model=model, tools=list(task.tools), store="memory:", max_steps=max_steps)
+    tools = {t.name: t for t in agent.tools}
+    first_call = len(model.calls)
+    started = time.perf_counter()
+    result = agent.run(task.question)
+    seconds = time.perf_counter() - started
+    steps = result.steps
+    parsed = sum(1 for s in steps if s.kind != "format_error")
+    actions = [s for s in steps if s.kind in ("action", "question")]
+    valid = 0
+    for step in actions:
+        tool_ = tools.get(step.tool or "")
+        if tool_ is None:
+            continue
+        try:
+            tool_.validate(step.input if step.input is not None else {})
+        except Exception:
+            continue
+        valid += 1
+    asked = any(s.kind == "question" for s in steps)
+    return TaskResult(
+        kind=task.kind,
+        question=task.question,
+        status=result.status,
+        answer=result.answer or (result.question or ""),
+        correct=is_correct(task, result.status, result.answer or "", asked),
+        steps=len(steps),
+        parsed_steps=parsed,
+        actions=len(actions),
+        valid_actions=valid,
+        seconds=seconds,
+        calls=[asdict(c) for c in model.calls[first_call:]],
+    )
+
+
+def summarize(results: list[TaskResult]) -> dict[str, float]:
+    calls = [CallStats(**c) for r in results for c in r.calls]  # type: ignore[arg-type]
+    firsts = [CallStats(**r.calls[0]) for r in results if r.calls]  # type: ignore[arg-type]
+    laters = [CallStats(**c) for r in results for c in r.calls[1:]]  # type: ignore[arg-type]
+    decoded = sum(max(c.output_tokens - 1, 0) for c in calls)
+    decode_seconds = sum(c.decode_seconds for c in calls)
+
+    def mean(values: list[float]) -> float:
+        return sum(values) / len(values) if values else 0.0
+
+    steps = sum(r.steps for r in results)
+    actions = sum(r.actions for r in results)
+    return {
+        "tasks": len(results),
+        "correct": mean([float(r.correct) for r in results]),
+        "steps": steps,
+        "parsed": sum(r.parsed_steps for r in results) / steps if steps else 0.0,
+        "valid_actions": sum(r.valid_actions for r in results) / actions if actions else 0.0,
+        "model_calls": len(calls),
+        "decode_tok_s": decoded / decode_seconds if decode_seconds else 0.0,
+        "s_per_step": mean([c.seconds for c in calls]),
+        "prompt_s_per_step": mean([c.prompt_seconds for c in calls]),
+        "output_tokens_per_step": mean([c.output_tokens for c in calls]),
+        "first_prompt_tokens": mean([c.prompt_tokens for c in firsts]),
+        "first_evaluated_tokens": mean([c.evaluated_tokens for c in firsts]),
+        "later_prompt_tokens": mean([c.prompt_tokens for c in laters]),
+        "later_evaluated_tokens": mean([c.evaluated_tokens for c in laters]),
+        "hit_max_tokens": mean([float(c.stop_reason == "max_tokens") for c in calls]),
+        "s_per_task": mean([r.seconds for r in results]),
+    }
+
+
+def print_table(summaries: dict[str, dict[str, float]], by_kind: dict[str, dict[str, float]]) -> None:
+    rows = [
+        ("tasks", "{:.0f}"),
+        ("correct", "{:.0%}"),
+        ("steps", "{:.0f}"),
+        ("parsed", "{:.0%}"),
+        ("valid_actions", "{:.0%}"),
+        ("hit_max_tokens", "{:.0%}"),
+        ("decode_tok_s", "{:.1f}"),
+        ("s_per_step", "{:.2f}"),
+        ("prompt_s_per_step", "{:.2f}"),
+        ("output_tokens_per_step", "{:.1f}"),
+        ("first_prompt_tokens", "{:.0f}"),
+        ("first_evaluated_tokens", "{:.0f}"),
+        ("later_prompt_tokens", "{:.0f}"),
+        ("later_evaluated_tokens", "{:.1f}"),
+        ("s_per_task", "{:.1f}"),
+    ]
+    modes = list(summaries)
+    print(f"{'':<24}" + "".join(f"{m:>14}" for m in modes))
+    for key, fmt in rows:
+        print(f"{key:<24}" + "".join(f"{fmt.format(summaries[m][key]):>14}" for m in modes))
+    print("\ncorrect by kind:")
+    for name, values in by_kind.items():
+        print(f"  {name:<22}" + "".join(f"{values.get(m, 0.0):>14.0%}" for m in modes))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default=None, help="a GGUF file (default: the embedded SmolLM2-135M)")
+    parser.add_argument("--modes", default="grammar,free", help="grammar, free or both (comma-separated)")
+    parser.add_argument("--tasks", type=int, default=0, help="run only the first N tasks")
+    parser.add_argument("--max-steps", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=256)
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--json", default=None, help="write every result to this file")
+    parser.add_argument("--verbose", action="store_true", help="print each task's answer")
+    args = parser.parse_args()
+
+    tasks = _tasks()[: args.tasks or None]
+    summaries: dict[str, dict[str, float]] = {}
+    by_kind: dict[str, dict[str, float]] = {}
+    everything: dict[str, list[dict[str, object]]] = {}
+    for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
+        model = LocalModel(args.model, n_threads=args.threads, max_tokens=args.max_tokens, grammar=mode == "grammar")
+        model.load()
+        results = []
+        for index, task in enumerate(tasks, 1):
+            result = run_task(model, task, args.max_steps)
+            results.append(result)
+            if args.verbose:
+                mark = "ok " if result.correct else "NO "
+                print(
+                    f"[{mode} {index}/{len(tasks)}] {mark}{result.seconds:5.1f}s {task.question!r} -> {result.answer!r}"
+                )
+        summaries[mode] = summarize(results)
+        for kind in sorted({t.kind for t in tasks}):
+            chosen = [r for r in results if r.kind == kind]
+            by_kind.setdefault(kind, {})[mode] = sum(r.correct for r in chosen) / len(chosen)
+        everything[mode] = [asdict(r) for r in results]
+    print_table(summaries, by_kind)
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump({"args": vars(args), "summary": summaries, "results": everything}, out, indent=1)
+
+
+if __name__ == "__main__":
+    main()
