@@ -287,9 +287,9 @@ def markdown(report: dict[str, Any]) -> str:
         lines += metric_table(table, ns, key)
     big = str(max(ns))
     lines += [
-        f"**Memory and start-up** (RSS high-water of the worker process after importing, after one run "
-        f"at N={big}, and after all its runs; import = first import in that worker; "
-        "build = constructing the agent):",
+        f"**Memory and start-up** (resident-set high-water mark, Linux VmHWM, of the worker process "
+        f"after importing, after one run at N={big}, and after all its runs; a bare interpreter is "
+        "about 9 MiB; import = first import in that worker; build = constructing the agent):",
         "",
         f"| framework | RSS after import MiB | after one N={big} run | after all runs | import s | build ms |",
         "|---|---:|---:|---:|---:|---:|",
@@ -312,6 +312,20 @@ def markdown(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+COLORS = {
+    "reactchat-memory": "#1f4e9c",
+    "reactchat-sqlite": "#4a90d9",
+    "reactchat-memory-inline": "#7fb8f0",
+    "langgraph": "#d62728",
+    "langgraph-checkpoint": "#ff9896",
+    "langchain-create-agent": "#8c564b",
+    "langchain-agentexecutor": "#e377c2",
+    "smolagents": "#ff7f0e",
+    "pydantic-ai": "#2ca02c",
+    "bare-loop": "#7f7f7f",
+}
+
+
 def chart(report: dict[str, Any], path: Path) -> None:
     import matplotlib
 
@@ -325,8 +339,9 @@ def chart(report: dict[str, Any], path: Path) -> None:
         for fw, rows in report["results"].items():
             xs = [n for n in ns if str(n) in rows]
             ys = [rows[str(n)][f"{key}_median_us"] for n in xs]
-            style = "-o" if fw.startswith("reactchat") else "--s" if fw == "bare-loop" else "-^"
-            ax.plot(xs, ys, style, label=fw, linewidth=2.2 if fw.startswith("reactchat") else 1.3)
+            ours = fw.startswith("reactchat")
+            style = "-o" if ours else "--s" if fw == "bare-loop" else "-^"
+            ax.plot(xs, ys, style, label=fw, color=COLORS.get(fw), linewidth=2.4 if ours else 1.3)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xticks(ns, [str(n) for n in ns])
@@ -335,9 +350,10 @@ def chart(report: dict[str, Any], path: Path) -> None:
         ax.grid(True, which="both", alpha=0.3)
     for ax in grid[:, 0]:
         ax.set_ylabel("median µs per step (log)")
-    axes[-1].legend(fontsize=8, loc="best")
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=5, fontsize=9, frameon=False)
     fig.suptitle(f"Agent framework overhead with a zero-latency scripted model — {report['date']}")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=110)
     plt.close(fig)
 

@@ -35,8 +35,20 @@ FRAMEWORKS: dict[str, tuple[str, str]] = {
 
 
 def rss_kib() -> int:
-    """The high-water resident set size of this process (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    """This process's resident-set high-water mark in KiB.
+
+    Linux's ``VmHWM`` belongs to the process image: ``getrusage``'s ``ru_maxrss`` also
+    survives ``fork`` + ``exec``, so it would start at the runner's own RSS and hide
+    everything smaller.
+    """
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux, bytes on macOS
 
 
 def main() -> None:
