@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from reactchat.guards import DEFAULT_MAX_OBSERVATION, RepeatGuard
 from reactchat.loop import TurnRun, replay
-from reactchat.messages import AnswerEvent, ErrorEvent, Event, UserEvent
+from reactchat.messages import AnswerEvent, ErrorEvent, Event, QuestionEvent, UserEvent
 from reactchat.models import Model, resolve_model
 from reactchat.packs import PromptPack, get_pack
 from reactchat.session import RunResult, SessionState, Turn, steps_of
@@ -202,13 +202,16 @@ class Agent:
                 raise AlreadyAnswered(f"question {reply_to} of session {session} is no longer pending")
             if last is not None and last.status == "interrupted":
                 run = await self._prepare(state, last, turn_events)
+                asked = False
                 async for event in run.finish_interrupted(last.events):
+                    asked = asked or isinstance(event, QuestionEvent)
                     yield _collect(turn_events, event)
-                async for event in run.run():
-                    await self._turn_end(session, event)
-                    yield _collect(turn_events, event)
-                if message is None:
-                    return
+                if not asked:  # else the turn waits for the user, like any ask_user step
+                    async for event in run.run():
+                        await self._turn_end(session, event)
+                        yield _collect(turn_events, event)
+                if message is None or asked:
+                    return  # a question the sender has not seen comes first; the message is not recorded
                 state = SessionState.from_events(session, await store.events(session))
                 last, pending = state.last, None
                 turn_events.clear()

@@ -62,6 +62,8 @@ class Turn:
         answered = {e.call_id for e in self.events if isinstance(e, ObservationEvent)}
         actions = {e.call_id: e for e in self.events if isinstance(e, ActionEvent)}
         for event in reversed(self.events):
+            if isinstance(event, UserEvent) and event is not self.events[0]:
+                return None  # answered, but the process stopped before the observation: interrupted
             if isinstance(event, QuestionEvent) and event.call_id not in answered:
                 return event, actions[event.call_id]
         return None
