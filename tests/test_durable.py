@@ -119,6 +119,27 @@ async def test_history_carries_over_to_a_new_process(durable_url: str, tmp_path:
     await agent.store.close()
 
 
+async def test_history_budget_drops_the_oldest_whole_turns(durable_url: str, tmp_path: Path) -> None:
+    effects = str(tmp_path / "effects")
+    session = await new_session(durable_url)
+    for i in range(4):  # each turn by a new agent with its own connection, as separate processes would
+        agent = make_agent(durable_url, [], effects)
+        result = await agent.arun(f"question {i} " + "q" * 100, session)
+        assert result.status == "done"
+        await agent.store.close()
+    agent = make_agent(durable_url, [], effects)
+    agent.history_tokens = 75  # 300 characters: room for two ~135-character exchanges, not three
+    await agent.arun("last question", session)
+    assert isinstance(agent.model, PlanModel)
+    prompt = " ".join(m.model_dump_json() for m in agent.model.requests[0].messages)
+    assert "question 0" not in prompt
+    assert "question 1" not in prompt
+    assert prompt.count("q" * 100) == 2  # questions 2 and 3, each whole, with their answers
+    assert "question 2" in prompt
+    assert "question 3" in prompt
+    await agent.store.close()
+
+
 # ------------------------------------------------------------------ durability
 
 
