@@ -103,6 +103,27 @@ async def test_turn_lock_belongs_to_one_owner(store_url: str) -> None:
         await store.close()
 
 
+async def test_one_store_serves_concurrent_tasks(store_url: str) -> None:
+    """A server shares one store between its requests: concurrent appends and lock attempts."""
+    store = resolve_store(store_url)
+    try:
+        sessions = [await store.create_session() for _ in range(8)]
+
+        async def write(session: str) -> None:
+            for i in range(25):
+                await store.append(UserEvent(session=session, turn=1, step=i, text=f"{session} {i}"))
+
+        await asyncio.gather(*(write(s) for s in sessions))
+        for session in sessions:
+            assert [e.text for e in await store.events(session) if isinstance(e, UserEvent)] == [
+                f"{session} {i}" for i in range(25)
+            ]
+        won = await asyncio.gather(*(store.try_lock(sessions[0], f"owner {i}", 60) for i in range(20)))
+        assert won.count(True) == 1
+    finally:
+        await store.close()
+
+
 async def test_turn_lock_excludes_other_connections(durable_url: str) -> None:
     one, two = resolve_store(durable_url), resolve_store(durable_url)
     try:

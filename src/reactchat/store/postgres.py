@@ -18,18 +18,25 @@ which a tool's output may contain. Each ``append`` is one autocommitted statemen
 (per the server's ``synchronous_commit``) before the engine goes on.
 
 Turn locks are session-level advisory locks, ``pg_try_advisory_lock(LOCK_SPACE,
-hashtext(session))``, held on the store's connection: they need no table, and they end
-with the connection, so a killed worker never blocks its session. ``ttl`` is therefore
-unused. A store uses one connection (psycopg serializes the queries of concurrent tasks
-on it) and tracks which of its own callers holds each lock, since advisory locks are
-re-entrant per connection.
+hashtext(session))``, held on a connection the store keeps for them: they need no table,
+and they end with the connection, so a killed worker never blocks its session. ``ttl`` is
+therefore unused. The store tracks which of its own callers holds each lock, since
+advisory locks are re-entrant per connection. Queries go through a small pool
+(``pool_size``, default 4) so that concurrent turns do not wait for each other's commits.
+
+Every commit waits for the server's WAL flush. ``?options=-csynchronous_commit%3Doff`` in
+the URL trades that for the SQLite store's guarantee (a killed client loses nothing; a
+crash of the *server* may lose the last commits) and is several times faster on slow
+disks: see benchmarks/store.py.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 import uuid
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from reactchat.messages import EVENTS, Event
@@ -71,89 +78,123 @@ FROM events WHERE session = %(session)s"""
 
 
 class PostgresStore:
-    """Sessions and events in PostgreSQL. Connects on first use; ``close()`` disconnects."""
+    """Sessions and events in PostgreSQL. Connects on first use; ``close()`` disconnects.
 
-    def __init__(self, url: str) -> None:
+    Queries use up to ``pool_size`` connections, so concurrent turns share the WAL flushes
+    of their commits; turn locks live on one more connection of their own.
+    """
+
+    def __init__(self, url: str, pool_size: int = 4) -> None:
+        if pool_size < 1:
+            raise ValueError("pool_size must be at least 1")
         #: the URL of this database, for components that open their own connection to it
         self.url = url
-        self._conn: AsyncConnection[Any] | None = None
+        self.pool_size = pool_size
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._connecting: asyncio.Lock | None = None
-        #: session → owner, for the advisory locks held on this connection
+        self._idle: list[AsyncConnection[Any]] = []
+        self._slots = asyncio.Semaphore(pool_size)
+        self._lock_conn: AsyncConnection[Any] | None = None
+        self._lock_guard = asyncio.Lock()
+        self._migrated = False
+        #: session → owner, for the advisory locks held on the lock connection
         self._held: dict[str, str] = {}
 
-    # ------------------------------------------------------------------ connection
+    # ------------------------------------------------------------------ connections
 
-    async def _db(self) -> AsyncConnection[Any]:
-        """The connection, made (and the schema migrated) on first use in this event loop."""
+    def _same_loop(self) -> None:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
-            # a connection belongs to the loop that made it; Agent.run() makes a loop per call
+            # connections belong to the loop that made them; Agent.run() makes a loop per call
             self._drop()
-            self._loop, self._connecting = loop, asyncio.Lock()
-        conn = self._conn
-        if conn is not None and not conn.closed:
-            return conn
-        assert self._connecting is not None
-        async with self._connecting:
-            if self._conn is None or self._conn.closed:
-                self._held.clear()  # the locks ended with the old connection
-                self._conn = await _connect(self.url)
-            return self._conn
+            self._loop = loop
+            self._slots, self._lock_guard = asyncio.Semaphore(self.pool_size), asyncio.Lock()
+
+    @contextlib.asynccontextmanager
+    async def _db(self) -> AsyncIterator[AsyncConnection[Any]]:
+        """A connection from the pool, made (and the schema migrated) when none is idle."""
+        self._same_loop()
+        async with self._slots:
+            conn = self._idle.pop() if self._idle else await self._connect()
+            try:
+                yield conn
+            finally:
+                if not conn.closed and not conn.broken:
+                    self._idle.append(conn)
+
+    async def _connect(self) -> AsyncConnection[Any]:
+        conn = await _connect(self.url)
+        if not self._migrated:
+            await migrate(conn)
+            self._migrated = True
+        return conn
+
+    async def _lock_db(self) -> AsyncConnection[Any]:
+        """The connection that holds this store's advisory locks."""
+        self._same_loop()
+        async with self._lock_guard:
+            if self._lock_conn is None or self._lock_conn.closed or self._lock_conn.broken:
+                self._held.clear()  # they ended with the old connection
+                self._lock_conn = await self._connect()
+            return self._lock_conn
 
     def _drop(self) -> None:
-        """Forget the connection without awaiting (its loop may be gone); its locks end with it."""
-        if self._conn is not None:
-            self._conn.pgconn.finish()
-            self._conn = None
+        """Forget every connection without awaiting (their loop may be gone); the locks end with them."""
+        for conn in [*self._idle, *([self._lock_conn] if self._lock_conn else [])]:
+            conn.pgconn.finish()
+        self._idle, self._lock_conn = [], None
         self._held.clear()
 
     async def close(self) -> None:
         """Disconnect (the store reconnects on next use)."""
-        if self._conn is not None and self._loop is asyncio.get_running_loop():
-            conn, self._conn = self._conn, None
-            self._held.clear()
-            await conn.close()
-        else:
+        if self._loop is not asyncio.get_running_loop():
             self._drop()
+            return
+        if self._held and self._lock_conn is not None and not self._lock_conn.closed:
+            # now, not when the server gets round to ending the backend
+            await self._lock_conn.execute("SELECT pg_advisory_unlock_all()")
+        conns = [*self._idle, *([self._lock_conn] if self._lock_conn else [])]
+        self._idle, self._lock_conn = [], None
+        self._held.clear()
+        for conn in conns:
+            await conn.close()
 
     # ------------------------------------------------------------------ sessions
 
     async def create_session(self, session_id: str | None = None) -> str:
         """Create a session (a random id unless given) and return its id."""
         session_id = session_id or uuid.uuid4().hex
-        db = await self._db()
-        await db.execute(
-            "INSERT INTO sessions (id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
-            (session_id, time.time()),
-        )
+        async with self._db() as db:
+            await db.execute(
+                "INSERT INTO sessions (id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
+                (session_id, time.time()),
+            )
         return session_id
 
     async def exists(self, session_id: str) -> bool:
         """Whether the session exists."""
-        db = await self._db()
-        cursor = await db.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,))
-        return await cursor.fetchone() is not None
+        async with self._db() as db:
+            cursor = await db.execute("SELECT 1 FROM sessions WHERE id = %s", (session_id,))
+            return await cursor.fetchone() is not None
 
     async def list_sessions(self, limit: int = 100) -> list[str]:
         """Session ids, newest first."""
-        db = await self._db()
-        cursor = await db.execute("SELECT id FROM sessions ORDER BY created_at DESC, id LIMIT %s", (limit,))
-        return [row[0] for row in await cursor.fetchall()]
+        async with self._db() as db:
+            cursor = await db.execute("SELECT id FROM sessions ORDER BY created_at DESC, id LIMIT %s", (limit,))
+            return [row[0] for row in await cursor.fetchall()]
 
     async def delete_session(self, session_id: str) -> bool:
         """Delete a session and all its events; False if there was none."""
-        db = await self._db()
-        cursor = await db.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
-        return cursor.rowcount > 0
+        async with self._db() as db:
+            cursor = await db.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
+            return cursor.rowcount > 0
 
     # ------------------------------------------------------------------ events
 
     async def events(self, session_id: str) -> list[Event]:
         """Every event of the session, in order. Raises ``SessionNotFound``."""
-        db = await self._db()
-        cursor = await db.execute("SELECT body::text FROM events WHERE session = %s ORDER BY seq", (session_id,))
-        rows = await cursor.fetchall()
+        async with self._db() as db:
+            cursor = await db.execute("SELECT body::text FROM events WHERE session = %s ORDER BY seq", (session_id,))
+            rows = await cursor.fetchall()
         if not rows and not await self.exists(session_id):
             raise SessionNotFound(session_id)
         return [EVENTS.validate_json(body) for (body,) in rows]
@@ -162,7 +203,6 @@ class PostgresStore:
         """Commit one event; it is durable when this returns."""
         from psycopg import errors
 
-        db = await self._db()
         params = {
             "session": event.session,
             "turn": event.turn,
@@ -173,7 +213,8 @@ class PostgresStore:
         }
         for attempt in range(5):
             try:
-                await db.execute(_APPEND, params)
+                async with self._db() as db:
+                    await db.execute(_APPEND, params)
                 return
             except errors.ForeignKeyViolation:
                 raise SessionNotFound(event.session) from None
@@ -190,7 +231,7 @@ class PostgresStore:
         holder = self._held.get(session_id)
         if holder is not None:
             return holder == owner
-        db = await self._db()
+        db = await self._lock_db()
         cursor = await db.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (LOCK_SPACE, session_id))
         row = await cursor.fetchone()
         if row is None or not row[0] or session_id in self._held:
@@ -206,7 +247,7 @@ class PostgresStore:
         if self._held.get(session_id) != owner:
             return
         del self._held[session_id]
-        db = await self._db()
+        db = await self._lock_db()
         await db.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (LOCK_SPACE, session_id))
 
 
@@ -219,7 +260,6 @@ async def _connect(url: str) -> AsyncConnection[Any]:
         conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
     except psycopg.OperationalError as exc:
         raise ConnectionError(f"cannot connect to PostgreSQL at {_redact(url)}: {exc}".strip()) from None
-    await migrate(conn)
     return conn
 
 
