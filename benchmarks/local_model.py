@@ -174,11 +174,16 @@ def is_correct(task: Task, status: str, answer: str, asked: bool) -> bool:
         return False
     if isinstance(task.expected, str):
         return task.expected.lower() in answer.lower()
-    for match in _NUMBER.findall(answer):
-        value = float(match.replace(",", ""))
-        if abs(value - task.expected) <= max(0.01 * abs(task.expected), 0.01):
-            return True
-    return False
+    expected = task.expected
+
+    def close(value: float) -> bool:
+        return abs(value - expected) <= max(0.01 * abs(expected), 0.01)
+
+    numbers = [float(n.replace(",", "")) for n in _NUMBER.findall(answer)]
+    given = {float(n.replace(",", "")) for n in _NUMBER.findall(task.question)}
+    # restating the question ("144 / 12") is not an answer: a number the question does not
+    # contain must match, or the last number ("144 / 12 = 12")
+    return any(close(n) for n in numbers if n not in given) or bool(numbers and close(numbers[-1]))
 
 
 # ------------------------------------------------------------------ running
@@ -294,6 +299,25 @@ def print_table(summaries: dict[str, dict[str, float]], by_kind: dict[str, dict[
         print(f"  {name:<22}" + "".join(f"{values.get(m, 0.0):>14.0%}" for m in modes))
 
 
+def rescore(path: str) -> None:
+    """Score a saved run again (after a change to ``is_correct``) and print its table."""
+    with open(path) as saved:
+        data = json.load(saved)
+    tasks = {t.question: t for t in _tasks()}
+    summaries: dict[str, dict[str, float]] = {}
+    by_kind: dict[str, dict[str, float]] = {}
+    for mode, rows in data["results"].items():
+        results = [TaskResult(**row) for row in rows]
+        for result in results:
+            task = tasks[result.question]
+            result.correct = is_correct(task, result.status, result.answer, result.status == "waiting")
+        summaries[mode] = summarize(results)
+        for kind in sorted({r.kind for r in results}):
+            chosen = [r for r in results if r.kind == kind]
+            by_kind.setdefault(kind, {})[mode] = sum(r.correct for r in chosen) / len(chosen)
+    print_table(summaries, by_kind)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="a GGUF file (default: the embedded SmolLM2-135M)")
@@ -301,10 +325,14 @@ def main() -> None:
     parser.add_argument("--tasks", type=int, default=0, help="run only the first N tasks")
     parser.add_argument("--max-steps", type=int, default=4)
     parser.add_argument("--max-tokens", type=int, default=256)
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads (more than free cores is slow)")
     parser.add_argument("--json", default=None, help="write every result to this file")
     parser.add_argument("--verbose", action="store_true", help="print each task's answer")
+    parser.add_argument("--rescore", default=None, help="score the results saved by --json again and exit")
     args = parser.parse_args()
+    if args.rescore:
+        rescore(args.rescore)
+        return
 
     tasks = _tasks()[: args.tasks or None]
     summaries: dict[str, dict[str, float]] = {}
@@ -319,9 +347,8 @@ def main() -> None:
             results.append(result)
             if args.verbose:
                 mark = "ok " if result.correct else "NO "
-                print(
-                    f"[{mode} {index}/{len(tasks)}] {mark}{result.seconds:5.1f}s {task.question!r} -> {result.answer!r}"
-                )
+                where = f"[{mode} {index}/{len(tasks)}] {mark}{result.seconds:5.1f}s"
+                print(f"{where} {task.question!r} -> {result.answer!r}", flush=True)
         summaries[mode] = summarize(results)
         for kind in sorted({t.kind for t in tasks}):
             chosen = [r for r in results if r.kind == kind]

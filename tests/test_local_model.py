@@ -61,7 +61,7 @@ EN = ReactLabels()
 
 @pytest.fixture(scope="module")
 def model() -> LocalModel:
-    return LocalModel(n_threads=2)
+    return LocalModel(n_threads=1)
 
 
 def accepts(model: LocalModel, grammar: str, text: str) -> bool:
@@ -253,7 +253,7 @@ def test_step_two_reuses_the_prefix_cache(model: LocalModel) -> None:
 
 
 def test_without_grammar_the_model_writes_free_text(model: LocalModel) -> None:
-    free = LocalModel(n_threads=2, max_tokens=48, grammar=False)
+    free = LocalModel(n_threads=1, max_tokens=48, grammar=False)
     transcript = ReactTranscript(get_pack("en"), SPECS, [], "What is 17 * 23?")
     assert free.grammar_for(transcript.request()) is None
     reply = free.complete_sync(transcript.request())
