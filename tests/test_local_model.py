@@ -24,11 +24,15 @@ if importlib.util.find_spec("llama_cpp") is None and not os.environ.get("CI"):
 from reactchat import Agent
 from reactchat import calculator as builtin_calculator
 from reactchat.messages import (
+    AssistantMessage,
     ReactLabels,
     Request,
     SystemMessage,
+    ToolCallPart,
+    ToolResultMessage,
     UserMessage,
 )
+from reactchat.models import ContextTooLong
 from reactchat.models._grammar import integer_range_rule, react_step_grammar, tool_call_grammar
 from reactchat.models.local import LocalModel, default_model_path, from_spec
 from reactchat.packs import get_pack
@@ -191,6 +195,14 @@ def test_a_missing_gguf_file_is_a_clear_error() -> None:
         from_spec("/nonexistent/model.gguf").complete_sync(Request(messages=[UserMessage(content="hi")]))
 
 
+def test_a_prompt_longer_than_the_context_asks_the_engine_to_shrink_it() -> None:
+    small = LocalModel(n_threads=1, n_ctx=256)
+    assert small.context_tokens == 256
+    transcript = ReactTranscript(get_pack("en"), SPECS, [], "What is 2 + 2?")  # ~380 tokens
+    with pytest.raises(ContextTooLong, match="n_ctx"):
+        small.complete_sync(transcript.request())
+
+
 def test_the_gguf_chat_template_is_continued_after_the_scratchpad(model: LocalModel) -> None:
     transcript = ReactTranscript(get_pack("en"), SPECS, [], "What is 2 + 2?")
     prompt = model.render(transcript.request())
@@ -278,6 +290,22 @@ async def test_native_tool_calls_match_the_schemas(model: LocalModel) -> None:
         names[call.name].validate(call.input)
     else:
         assert reply.text and not reply.text.lstrip().startswith("{")
+
+
+def test_native_history_renders_calls_and_results_through_the_template(model: LocalModel) -> None:
+    request = Request(
+        messages=[
+            SystemMessage(content="You are a helpful assistant."),
+            UserMessage(content="What is 17 * 23?"),
+            AssistantMessage(parts=[ToolCallPart(id="call_1", name="calculator", input={"expression": "17 * 23"})]),
+            ToolResultMessage(call_id="call_1", name="calculator", content="391"),
+        ],
+        tools=SPECS,
+    )
+    prompt = model.render(request)
+    assert '<|im_start|>assistant\n{"tool": "calculator", "input": {"expression": "17 * 23"}}<|im_end|>' in prompt
+    assert "<|im_start|>user\nTool result (calculator, call_1): 391<|im_end|>" in prompt
+    assert prompt.endswith("<|im_start|>assistant\n") and "lookup: Look up the catalogue entry" in prompt
 
 
 async def test_the_last_answer_after_the_budget_is_one_line(model: LocalModel) -> None:
