@@ -1,9 +1,11 @@
-"""reactchat with its own ``ScriptedModel`` on the text ReAct protocol.
+"""reactchat with its own ``ScriptedModel``.
 
-``variant`` is the store: ``memory`` (``memory:``) or ``sqlite`` (a fresh SQLite file in
-a temporary directory, every event appended durably), optionally followed by
-``-inline``: the tool is declared ``@tool(timeout=None)``, so reactchat calls it
-directly instead of in a worker thread under a timeout (the ``@tool`` default).
+``variant`` starts with the store: ``memory`` (``memory:``) or ``sqlite`` (a fresh SQLite
+file in a temporary directory, every event appended durably), then optional flags:
+``-inline`` declares the tool ``@tool(timeout=None)``, so reactchat calls it directly
+instead of in a worker thread under a timeout (the ``@tool`` default); ``-native`` uses
+the native tool-calling protocol (scripted ``ToolCallPart`` replies, like the LangGraph,
+smolagents and PydanticAI rows) instead of text ReAct.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from pathlib import Path
 from task_common import ANSWER, QUESTION, Mark, Run, key, value
 
 from reactchat import Agent, ScriptedModel, tool
+from reactchat.messages import Reply, TextPart, ToolCallPart
 
 
 def store_url(variant: str) -> str:
@@ -29,18 +32,27 @@ def store_url(variant: str) -> str:
 
 
 def build(n: int, mark: Mark, variant: str = "memory") -> Run:
-    store, _, inline = variant.partition("-")
+    store, *flags = variant.split("-")
 
     def lookup(key: str) -> str:
         """Return the value stored under key."""
         mark()
         return value(key)
 
-    script = [f'I look it up.\nAction: lookup\nAction Input: {{"key": "{key(i)}"}}' for i in range(n)]
-    script.append(f"I know it.\nFinal Answer: {ANSWER}")
+    script: list[str | Reply]
+    if "native" in flags:
+        script = [
+            Reply(parts=[ToolCallPart(id=f"call_{i}", name="lookup", input={"key": key(i)})], stop_reason="tool_use")
+            for i in range(n)
+        ]
+        script.append(Reply(parts=[TextPart(text=ANSWER)], stop_reason="end"))
+    else:
+        script = [f'I look it up.\nAction: lookup\nAction Input: {{"key": "{key(i)}"}}' for i in range(n)]
+        script.append(f"I know it.\nFinal Answer: {ANSWER}")
     model = ScriptedModel(script)
-    lookup_tool = tool(timeout=None)(lookup) if inline else tool(lookup)
-    agent = Agent(model=model, tools=[lookup_tool], protocol="react", max_steps=n + 1, store=store_url(store))
+    lookup_tool = tool(timeout=None)(lookup) if "inline" in flags else tool(lookup)
+    protocol = "native" if "native" in flags else "react"
+    agent = Agent(model=model, tools=[lookup_tool], protocol=protocol, max_steps=n + 1, store=store_url(store))
 
     def run() -> str:
         # ScriptedModel answers request number len(.requests): clearing it restarts the

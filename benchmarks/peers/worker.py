@@ -24,6 +24,7 @@ FRAMEWORKS: dict[str, tuple[str, str]] = {
     "reactchat-memory": ("task_reactchat", "memory"),
     "reactchat-sqlite": ("task_reactchat", "sqlite"),
     "reactchat-memory-inline": ("task_reactchat", "memory-inline"),
+    "reactchat-memory-native": ("task_reactchat", "memory-native"),
     "langgraph": ("task_langgraph", ""),
     "langgraph-checkpoint": ("task_langgraph", "checkpoint"),
     "langchain-create-agent": ("task_langgraph", "create_agent"),
