@@ -275,6 +275,26 @@ def metric_table(table: dict[str, Any], ns: list[int], key: str) -> list[str]:
     return [*lines, ""]
 
 
+def compact_table(table: dict[str, Any], ns: list[int], key: str) -> list[str]:
+    """The README form: ``median (p90)`` and the paired ratio per N, reactchat rows in bold."""
+    lines = [
+        "| framework | " + " | ".join(f"N={n} | ratio" for n in ns) + " |",
+        "|---|" + "---:|---:|" * len(ns),
+    ]
+    for fw, rows in table.items():
+        bold = "**" if fw in (BASELINE, "reactchat-sqlite") else ""
+        cells = [f"{bold}{fw}{bold}"]
+        for n in ns:
+            e = rows.get(str(n))
+            if e is None:
+                cells += ["–", "–"]
+                continue
+            median = fmt_us(e[f"{key}_median_us"])
+            cells += [f"{bold}{median}{bold} ({fmt_us(e[f'{key}_p90_us'])})", fmt_ratio(e, key)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return [*lines, ""]
+
+
 def markdown(report: dict[str, Any]) -> str:
     ns = report["args"]["n"]
     table = report["results"]
@@ -283,6 +303,12 @@ def markdown(report: dict[str, Any]) -> str:
         f"{report['machine']['os']}, Python {report['machine']['python']}.",
         f"Command: `{report['command']}`",
         "",
+        "README form, CPU per step over the whole run, median (p90) µs and the paired ratio:",
+        "",
+        *compact_table(table, ns, "cpu_per_step"),
+        "README form, CPU time of one loop iteration, median (p90) µs and the paired ratio:",
+        "",
+        *compact_table(table, ns, "step_cpu"),
     ]
     for key in METRICS:
         lines += metric_table(table, ns, key)
@@ -369,8 +395,17 @@ def main() -> None:
     parser.add_argument("--import-repeats", type=int, default=7)
     parser.add_argument("--seed", type=int, default=8)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--render", type=Path, metavar="JSON", help="re-render the tables and chart of a results file")
     args = parser.parse_args()
     ensure_venv()
+    if args.render:
+        report = json.loads(args.render.read_text())
+        args.out.mkdir(parents=True, exist_ok=True)
+        md = markdown(report)
+        (args.out / "peers-latest.md").write_text(md)
+        chart(report, args.out / "peers.png")
+        print(md)
+        return
 
     frameworks = list(args.frameworks)  # ratios need BASELINE among them
     started = time.time()
