@@ -246,6 +246,20 @@ def test_a_calculator_run_through_the_agent_parses_every_step(model: LocalModel)
     # the 135M model may or may not get the number right: reported by the benchmark
 
 
+@pytest.mark.parametrize(
+    ("language", "question"), [("fr", "Combien font 17 * 23 ?"), ("ja", "17 × 23 はいくつですか？")]
+)
+def test_constrained_steps_follow_the_prompt_pack(model: LocalModel, language: str, question: str) -> None:
+    pack = get_pack(language)
+    transcript = ReactTranscript(pack, SPECS, [], question)
+    reply = model.complete_sync(transcript.request())
+    decision = parse(reply.text, pack)
+    labels = pack.labels
+    assert f"\n{labels.action}: " in reply.text or f"\n{labels.final_answer}: " in reply.text
+    if isinstance(decision, Action):
+        assert decision.tool in {t.name for t in TOOLS}, reply.text
+
+
 def test_step_two_reuses_the_prefix_cache(model: LocalModel) -> None:
     transcript = ReactTranscript(get_pack("en"), SPECS, [], "What is 80.16 * 1.15?")
     first = model.complete_sync(transcript.request())
