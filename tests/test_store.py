@@ -7,6 +7,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -172,17 +173,35 @@ async def wait_for_lock(store: Store, session: str, owner: str, seconds: float =
     return False
 
 
-async def test_sqlite_lock_expires(sqlite_url: str) -> None:
+async def test_sqlite_lock_of_a_live_process_outlasts_its_ttl(sqlite_url: str) -> None:
+    """A long turn (a slow local model) keeps its lock while its process lives."""
     one, two = resolve_store(sqlite_url), resolve_store(sqlite_url)
     try:
         session = await one.create_session()
         assert await one.try_lock(session, "a", 0.05)
-        assert not await two.try_lock(session, "b", 60)
         await asyncio.sleep(0.1)
-        assert await two.try_lock(session, "b", 60)
+        assert not await two.try_lock(session, "b", 60)
     finally:
         await one.close()
         await two.close()
+
+
+async def test_sqlite_lock_from_another_host_expires(sqlite_url: str) -> None:
+    """A pid on another host cannot be checked: there the TTL decides."""
+    store = resolve_store(sqlite_url)
+    try:
+        session = await store.create_session()
+        path = sqlite_url.removeprefix("sqlite:///")
+        with sqlite3.connect(path) as db:
+            db.execute(
+                "INSERT INTO session_locks (session, owner, host, pid, expires) VALUES (?, 'x', 'elsewhere', 1, ?)",
+                (session, time.time() + 0.05),
+            )
+        assert not await store.try_lock(session, "b", 60)
+        await asyncio.sleep(0.1)
+        assert await store.try_lock(session, "b", 60)
+    finally:
+        await store.close()
 
 
 async def test_postgres_lock_ends_with_its_connection(postgres_url: str) -> None:

@@ -21,10 +21,12 @@ power cut may lose the last few). Each ``append`` is one committed transaction, 
 before the engine goes on. The calls are synchronous inside the async methods: they
 take well under a millisecond, less than handing them to a thread would cost.
 
-Turn locks live in ``session_locks`` with an owner and an expiry, taken inside
-``BEGIN IMMEDIATE`` so two processes cannot both win. A lock whose holder process is
-gone (same host, dead pid) is taken over at once, so a killed process does not block
-its session until the expiry.
+Turn locks live in ``session_locks`` with an owner, its host and pid, and an expiry,
+taken inside ``BEGIN IMMEDIATE`` so two processes cannot both win. On this host the
+holder's pid decides: a lock whose process is gone is taken over at once (a killed
+process does not block its session), and a live process keeps its lock however long
+its turn runs (a slow local model must not see a second turn start beside it). The
+expiry (``ttl``) only frees locks held from another host, whose pid cannot be checked.
 """
 
 from __future__ import annotations
@@ -174,14 +176,14 @@ class SqliteStore:
     # ------------------------------------------------------------------ turn locks
 
     async def try_lock(self, session_id: str, owner: str, ttl: float) -> bool:
-        """Take the turn lock unless another owner holds a live one (expiry not passed, process alive)."""
+        """Take the turn lock unless another owner holds it: a live process on this host, or unexpired."""
         db = self.db
         now = time.time()
         db.execute("BEGIN IMMEDIATE")
         try:
             row = db.execute("SELECT owner, host, pid, expires FROM session_locks WHERE session = ?", (session_id,))
             holder = row.fetchone()
-            if holder is not None and holder[0] != owner and holder[3] > now and self._alive(holder[1], holder[2]):
+            if holder is not None and holder[0] != owner and self._holds(holder[1], holder[2], holder[3], now):
                 db.execute("ROLLBACK")
                 return False
             db.execute(
@@ -199,9 +201,9 @@ class SqliteStore:
         """Release the turn lock if ``owner`` holds it."""
         self.db.execute("DELETE FROM session_locks WHERE session = ? AND owner = ?", (session_id, owner))
 
-    def _alive(self, host: str, pid: int) -> bool:
-        """Whether the process holding a lock may still run (only pids on this host can be checked)."""
-        return host != self._host or pid_alive(pid)
+    def _holds(self, host: str, pid: int, expires: float, now: float) -> bool:
+        """Whether a lock still binds: its process lives (this host) or it has not expired (another host)."""
+        return pid_alive(pid) if host == self._host else expires > now
 
 
 def pid_alive(pid: int) -> bool:
