@@ -9,6 +9,8 @@
 # production: trust auth on loopback.
 set -euo pipefail
 
+# the newest PostgreSQL Debian installed (15 on bookworm), unless PGBIN says otherwise
+PGBIN=${PGBIN:-$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)}
 PGBIN=${PGBIN:-/usr/lib/postgresql/15/bin}
 PGDATA_DIR=${PGDATA_DIR:-/tmp/reactchat-pg}
 PGPORT=${PGPORT:-55432}
@@ -20,7 +22,7 @@ as_postgres() {
 }
 
 if [ ! -x "$PGBIN/pg_ctl" ]; then
-    echo "start-postgres: no PostgreSQL binaries in $PGBIN (apt-get install postgresql-15)" >&2
+    echo "start-postgres: no PostgreSQL binaries in $PGBIN (apt-get install postgresql)" >&2
     exit 1
 fi
 
