@@ -16,6 +16,7 @@ turn, the answer for a waiting one) and checked:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import signal
@@ -85,7 +86,8 @@ async def killed_run(url: str, plan: list[str], effects: Path, rng: random.Rando
     if killed:
         # not proc.send_signal: it polls, and may reap a child that just exited under
         # asyncio's child watcher, which then reports exit status 255
-        os.kill(proc.pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):  # it finished (and was reaped) just now
+            os.kill(proc.pid, signal.SIGKILL)
     out, err = await proc.communicate()
     lines += out.decode().splitlines()
     assert lines[:1] == ["ready"], err.decode()
