@@ -49,6 +49,8 @@ async def test_events_round_trip_in_order(store_url: str) -> None:
         for event in written:
             await store.append(event)
         assert await store.events(session) == written
+        assert await store.events(session, since=5) == written[5:]
+        assert await store.events(session, since=len(written)) == []
         assert await store.exists(session)
         assert not await store.exists("nope")
     finally:

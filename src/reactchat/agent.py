@@ -170,7 +170,7 @@ class Agent:
         self, message: str | None, session: str | None, reply_to: str | None, turn_events: list[Event]
     ) -> AsyncIterator[Event]:
         store = self.store
-        seen: int | None = None
+        seen: list[Event] | None = None
         if session is None:
             session = await store.create_session()
         elif message is not None and reply_to is None:
@@ -179,11 +179,10 @@ class Agent:
             # the others find the question answered or the session moved on, instead of
             # starting a stray turn whose question is really an answer.
             try:
-                seen_events = await store.events(session)
+                seen = await store.events(session)
             except SessionNotFound:
                 raise SessionNotFound(f"no session {session!r}") from None
-            seen = len(seen_events)
-            seen_last = SessionState.from_events(session, seen_events).last
+            seen_last = SessionState.from_events(session, seen).last
             seen_pending = seen_last.pending if seen_last else None
             reply_to = seen_pending[0].call_id if seen_pending else None
         elif not await store.exists(session):
@@ -192,9 +191,13 @@ class Agent:
         if not await store.try_lock(session, owner, self.lock_ttl):
             raise SessionBusy(f"session {session} is busy with another turn; try again when it ends")
         try:
-            events = await store.events(session)
-            if seen is not None and reply_to is None and len(events) != seen:
-                raise SessionBusy(f"session {session} changed while this message arrived; nothing was recorded")
+            if seen is None:
+                events = await store.events(session)
+            else:  # only what was appended since that look: usually nothing
+                newer = await store.events(session, since=len(seen))
+                if newer and reply_to is None:
+                    raise SessionBusy(f"session {session} changed while this message arrived; nothing was recorded")
+                events = seen + newer
             state = SessionState.from_events(session, events)
             last = state.last
             pending = last.pending if last else None

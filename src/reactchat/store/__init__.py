@@ -42,8 +42,12 @@ class Store(Protocol):
         """Whether the session exists."""
         ...
 
-    async def events(self, session_id: str) -> list[Event]:
-        """Every event of the session, in order. Raises ``SessionNotFound``."""
+    async def events(self, session_id: str, since: int = 0) -> list[Event]:
+        """The session's events in order, after the first ``since`` of them.
+
+        Raises ``SessionNotFound`` (checked when ``since`` is 0: a caller that read the
+        session before knows it existed).
+        """
         ...
 
     async def append(self, event: Event) -> None:

@@ -28,10 +28,10 @@ class MemoryStore:
         """Whether the session exists."""
         return session_id in self._events
 
-    async def events(self, session_id: str) -> list[Event]:
-        """Every event of the session."""
+    async def events(self, session_id: str, since: int = 0) -> list[Event]:
+        """The session's events, after the first ``since``."""
         try:
-            return list(self._events[session_id])
+            return self._events[session_id][since:]
         except KeyError:
             raise SessionNotFound(session_id) from None
 

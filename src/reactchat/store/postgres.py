@@ -190,12 +190,14 @@ class PostgresStore:
 
     # ------------------------------------------------------------------ events
 
-    async def events(self, session_id: str) -> list[Event]:
-        """Every event of the session, in order. Raises ``SessionNotFound``."""
+    async def events(self, session_id: str, since: int = 0) -> list[Event]:
+        """The session's events in order, after the first ``since``. Raises ``SessionNotFound``."""
         async with self._db() as db:
-            cursor = await db.execute("SELECT body::text FROM events WHERE session = %s ORDER BY seq", (session_id,))
+            cursor = await db.execute(
+                "SELECT body::text FROM events WHERE session = %s AND seq > %s ORDER BY seq", (session_id, since)
+            )
             rows = await cursor.fetchall()
-        if not rows and not await self.exists(session_id):
+        if not rows and not since and not await self.exists(session_id):
             raise SessionNotFound(session_id)
         return [EVENTS.validate_json(body) for (body,) in rows]
 

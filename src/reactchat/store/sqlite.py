@@ -152,10 +152,12 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ events
 
-    async def events(self, session_id: str) -> list[Event]:
-        """Every event of the session, in order. Raises ``SessionNotFound``."""
-        rows = self.db.execute("SELECT body FROM events WHERE session = ? ORDER BY seq", (session_id,)).fetchall()
-        if not rows and not await self.exists(session_id):
+    async def events(self, session_id: str, since: int = 0) -> list[Event]:
+        """The session's events in order, after the first ``since``. Raises ``SessionNotFound``."""
+        rows = self.db.execute(
+            "SELECT body FROM events WHERE session = ? AND seq > ? ORDER BY seq", (session_id, since)
+        ).fetchall()
+        if not rows and not since and not await self.exists(session_id):
             raise SessionNotFound(session_id)
         return [EVENTS.validate_json(body) for (body,) in rows]
 
