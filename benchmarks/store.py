@@ -192,7 +192,8 @@ def main() -> int:
             f"{r['per_step']['store_median_ms']:6.3f} ms {warm:>12} {cold:>12}"
         )
     if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+        meta = {"turns": args.turns, "steps": args.steps, "load_average": load, "cpus": os.cpu_count()}
+        args.json.write_text(json.dumps({**meta, "stores": results}, indent=2) + "\n")
     return 0
 
 
