@@ -4,8 +4,9 @@ URL: any libpq URL, ``postgresql://user@host:5432/db`` (``postgres://`` too). Ne
 ``postgres`` extra (``pip install 'reactchat[postgres]'``, psycopg 3), imported on first
 use only.
 
-Schema: the same as the SQLite store (created by ``MIGRATIONS``, recorded in
-``reactchat_migrations``); tables prefixed ``kb_`` belong to the knowledge base::
+Schema: the SQLite store's ``sessions`` and ``events`` (created by ``MIGRATIONS``,
+recorded in ``reactchat_migrations``; turn locks differ, see below); tables prefixed
+``kb_`` belong to the knowledge base::
 
     sessions(id TEXT PRIMARY KEY, created_at DOUBLE PRECISION)
     events(session TEXT → sessions.id ON DELETE CASCADE, seq INTEGER,   -- 1, 2, 3… per session
