@@ -260,6 +260,25 @@ def test_constrained_steps_follow_the_prompt_pack(model: LocalModel, language: s
         assert decision.tool in {t.name for t in TOOLS}, reply.text
 
 
+def test_the_greedy_grammar_shortcut_picks_what_full_grammar_sampling_picks(model: LocalModel) -> None:
+    import llama_cpp
+
+    from reactchat.models import local
+
+    transcript = ReactTranscript(get_pack("en"), SPECS, [], "Look up catalogue entry number 7.")
+    request = transcript.request()
+    grammar = model.grammar_for(request)
+    assert grammar is not None
+    runtime = model._runtime()
+    tokens = runtime.llama.tokenize(model.render(request).encode(), add_bos=False, special=True)
+    with runtime.lock:
+        runtime.forget()
+        shortcut = local._greedy_sample(llama_cpp, runtime.llama, tokens, grammar, [], 64)
+        full = model._sample(llama_cpp, runtime.llama, tokens, llama_cpp.LlamaGrammar.from_string(grammar), [], 64)
+        runtime.forget()
+    assert shortcut.tokens == full.tokens and shortcut.stop_reason == full.stop_reason == "end"
+
+
 def test_step_two_reuses_the_prefix_cache(model: LocalModel) -> None:
     transcript = ReactTranscript(get_pack("en"), SPECS, [], "What is 80.16 * 1.15?")
     first = model.complete_sync(transcript.request())
