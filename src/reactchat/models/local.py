@@ -98,6 +98,9 @@ class CallStats:
     seconds: float
     grammar: bool
     stop_reason: str
+    #: CPU seconds of the whole process during the call: on a busy machine this says
+    #: what the call cost where wall-clock seconds also count the wait for a core
+    cpu_seconds: float = 0.0
 
     @property
     def decode_tokens_per_second(self) -> float:
@@ -363,7 +366,7 @@ class LocalModel:
                 )
             max_tokens = min(request.max_tokens or self.max_tokens, budget)
             llama_cpp.llama_perf_context_reset(llama.ctx)
-            started = time.perf_counter()
+            started, cpu_started = time.perf_counter(), time.process_time()
             try:
                 if grammar_text and self.temperature == 0 and self.repeat_penalty == 1.0:
                     sample = _greedy_sample(llama_cpp, llama, tokens, grammar_text, request.stop, max_tokens)
@@ -372,7 +375,7 @@ class LocalModel:
             except BaseException:
                 runtime.forget()
                 raise
-            ended = time.perf_counter()
+            ended, cpu = time.perf_counter(), time.process_time() - cpu_started
             perf = llama_cpp.llama_perf_context(llama.ctx)
             out = sample.tokens
             # the last sampled token was never fed back, so it is not in the cache
@@ -387,6 +390,7 @@ class LocalModel:
             seconds=ended - started,
             grammar=grammar is not None,
             stop_reason=sample.stop_reason,
+            cpu_seconds=cpu,
         )
         return sample.text, stats
 
