@@ -72,16 +72,18 @@ class TurnRun:
     deps: Any = None
     services: dict[str, Any] = field(default_factory=dict)
     step: int = 0
-    on_event: Any = None
 
     async def emit(self, event: Event) -> Event:
         """Stamp an event with its place in the session and make it durable."""
-        # plain dict update: pydantic's __setattr__ is a measurable part of a step's cost
-        event.__dict__.update(session=self.session, turn=self.turn, step=self.step)
-        await self.store.append(event)
-        if self.on_event is not None:
-            await self.on_event(event)
-        return event
+        return (await self.record(event))[0]
+
+    async def record(self, *events: Event) -> tuple[Event, ...]:
+        """Stamp events and make them durable together (one store transaction)."""
+        for event in events:
+            # plain dict update: pydantic's __setattr__ is a measurable part of a step's cost
+            event.__dict__.update(session=self.session, turn=self.turn, step=self.step)
+        await self.store.append(*events)
+        return events
 
     async def run(self) -> AsyncIterator[Event]:
         """Run the turn until a final answer, a question for the user, or a guard stops it."""
@@ -118,8 +120,9 @@ class TurnRun:
                     AnswerEvent(text=decision.answer, thought=decision.thought, seconds=seconds, usage=reply.usage)
                 )
                 return
-            yield await self.emit(
-                ThoughtEvent(text=decision.thought, raw=decision.raw, seconds=seconds, usage=reply.usage)
+            # model_construct for the per-step events: their values are already typed and checked
+            thought = ThoughtEvent.model_construct(
+                text=decision.thought, raw=decision.raw, seconds=seconds, usage=reply.usage
             )
             calls = [
                 (call_id or f"call_{self.turn}_{self.step}_{i}", tool, value)
@@ -127,7 +130,7 @@ class TurnRun:
             ]
             self.transcript.add_step(decision.raw, decision.thought, calls)
             finished = False
-            async for event in self.run_calls(calls, decision.thought):
+            async for event in self.run_calls(calls, thought):
                 yield event
                 finished = finished or isinstance(event, AnswerEvent | QuestionEvent)
             if finished:
@@ -143,12 +146,22 @@ class TurnRun:
             raise
         return reply, time.perf_counter() - started
 
-    async def run_calls(self, calls: list[tuple[str, str, ToolInput]], thought: str) -> AsyncIterator[Event]:
-        """Run a step's tool calls in order; each gets exactly one observation."""
+    async def run_calls(self, calls: list[tuple[str, str, ToolInput]], thought: ThoughtEvent) -> AsyncIterator[Event]:
+        """Run a step's tool calls in order; each gets exactly one observation.
+
+        The thought is recorded with the first action (one store transaction fewer per
+        step); every action is durable before its tool runs.
+        """
         question: QuestionEvent | None = None
         direct: str | None = None
+        pending: tuple[Event, ...] = (thought,)
+        if not calls:
+            yield await self.emit(thought)
         for call_id, name, value in calls:
-            yield await self.emit(ActionEvent(call_id=call_id, tool=name, input=value))
+            action = ActionEvent.model_construct(call_id=call_id, tool=name, input=value)
+            for event in await self.record(*pending, action):
+                yield event
+            pending = ()
             started = time.perf_counter()
             try:
                 text, is_error, cut = await self.execute(call_id, name, value)
@@ -164,7 +177,7 @@ class TurnRun:
                 direct = text
         if question is None and direct is not None:
             # "intent recognition + direct tool output": no summarising model call
-            yield await self.emit(AnswerEvent(text=direct, thought=thought))
+            yield await self.emit(AnswerEvent(text=direct, thought=thought.text))
 
     async def observe(
         self, call_id: str, name: str, text: str, is_error: bool, cut: int = 0, seconds: float = 0.0
@@ -172,7 +185,9 @@ class TurnRun:
         """Record an observation and show it to the model."""
         self.transcript.add_observation(call_id, text)
         return await self.emit(
-            ObservationEvent(call_id=call_id, tool=name, text=text, is_error=is_error, truncated=cut, seconds=seconds)
+            ObservationEvent.model_construct(
+                call_id=call_id, tool=name, text=text, is_error=is_error, truncated=cut, seconds=seconds
+            )
         )
 
     async def execute(self, call_id: str, name: str, value: ToolInput) -> tuple[str, bool, int]:

@@ -225,11 +225,12 @@ class Tool:
         # A sync tool runs in a worker thread so that a hang cannot block the agent;
         # a thread cannot be killed, so a hung call is abandoned, not stopped.
         future = _in_thread(lambda: self.fn(**kwargs))
-        done, _ = await asyncio.wait({future}, timeout=self.timeout)
-        if not done:
-            future.cancel()
-            raise ToolTimeout(f"{self.name} did not return within {self.timeout:g} s")
-        return future.result()
+        expiry = ToolTimeout(f"{self.name} did not return within {self.timeout:g} s")
+        timer = asyncio.get_running_loop().call_later(self.timeout, _settle, future, None, expiry)
+        try:
+            return await future
+        finally:
+            timer.cancel()
 
 
 _jobs: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.AbstractEventLoop, asyncio.Future[Any]]]

@@ -50,8 +50,8 @@ class Store(Protocol):
         """
         ...
 
-    async def append(self, event: Event) -> None:
-        """Persist one event durably before returning."""
+    async def append(self, *events: Event) -> None:
+        """Persist events durably, in order and all together (one transaction), before returning."""
         ...
 
     async def try_lock(self, session_id: str, owner: str, ttl: float) -> bool:

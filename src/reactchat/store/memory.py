@@ -35,12 +35,13 @@ class MemoryStore:
         except KeyError:
             raise SessionNotFound(session_id) from None
 
-    async def append(self, event: Event) -> None:
-        """Keep one event."""
-        try:
-            self._events[event.session].append(event)
-        except KeyError:
-            raise SessionNotFound(event.session) from None
+    async def append(self, *events: Event) -> None:
+        """Keep events."""
+        for event in events:
+            try:
+                self._events[event.session].append(event)
+            except KeyError:
+                raise SessionNotFound(event.session) from None
 
     async def try_lock(self, session_id: str, owner: str, ttl: float) -> bool:
         """Take the session's turn lock unless another owner holds a live one."""

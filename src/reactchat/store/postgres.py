@@ -15,7 +15,7 @@ recorded in ``reactchat_migrations``; turn locks differ, see below); tables pref
            PRIMARY KEY (session, seq))
 
 ``body`` is ``json``, not ``jsonb``: it keeps the text as written and accepts ``\\u0000``,
-which a tool's output may contain. Each ``append`` is one autocommitted statement, durable
+which a tool's output may contain. Each ``append`` is one transaction (autocommitted when it holds one event), durable
 (per the server's ``synchronous_commit``) before the engine goes on.
 
 Turn locks are session-level advisory locks, ``pg_try_advisory_lock(LOCK_SPACE,
@@ -202,25 +202,33 @@ class PostgresStore:
             raise SessionNotFound(session_id)
         return [EVENTS.validate_json(body) for (body,) in rows]
 
-    async def append(self, event: Event) -> None:
-        """Commit one event; it is durable when this returns."""
+    async def append(self, *events: Event) -> None:
+        """Commit events in one transaction; they are durable when this returns."""
         from psycopg import errors
 
-        params = {
-            "session": event.session,
-            "turn": event.turn,
-            "step": event.step,
-            "type": event.type,
-            "at": event.at,
-            "body": EVENTS.dump_json(event).decode(),
-        }
+        rows = [
+            {
+                "session": e.session,
+                "turn": e.turn,
+                "step": e.step,
+                "type": e.type,
+                "at": e.at,
+                "body": EVENTS.dump_json(e).decode(),
+            }
+            for e in events
+        ]
         for attempt in range(5):
             try:
                 async with self._db() as db:
-                    await db.execute(_APPEND, params)
+                    if len(rows) == 1:
+                        await db.execute(_APPEND, rows[0])
+                    else:
+                        async with db.transaction():
+                            for row in rows:
+                                await db.execute(_APPEND, row)
                 return
             except errors.ForeignKeyViolation:
-                raise SessionNotFound(event.session) from None
+                raise SessionNotFound(events[0].session) from None
             except errors.UniqueViolation:
                 # another writer took this seq (only without the turn lock): take the next one
                 if attempt == 4:

@@ -161,18 +161,27 @@ class SqliteStore:
             raise SessionNotFound(session_id)
         return [EVENTS.validate_json(body) for (body,) in rows]
 
-    async def append(self, event: Event) -> None:
-        """Commit one event; it is durable when this returns."""
+    async def append(self, *events: Event) -> None:
+        """Commit events in one transaction; they are durable when this returns."""
+        db = self.db
+        rows = [(e.session, e.turn, e.step, e.type, e.at, EVENTS.dump_json(e).decode()) for e in events]
         try:
-            # one statement, so the next seq is computed under the write lock
-            self.db.execute(
-                """INSERT INTO events (session, seq, turn, step, type, at, body) VALUES
-                   (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session = ?1), ?2, ?3, ?4, ?5, ?6)""",
-                (event.session, event.turn, event.step, event.type, event.at, EVENTS.dump_json(event).decode()),
-            )
-        except sqlite3.IntegrityError as exc:
-            if "FOREIGN KEY" in str(exc):
-                raise SessionNotFound(event.session) from None
+            if len(rows) > 1:
+                db.execute("BEGIN IMMEDIATE")
+            for row in rows:
+                # one statement, so the next seq is computed under the write lock
+                db.execute(
+                    """INSERT INTO events (session, seq, turn, step, type, at, body) VALUES
+                       (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session = ?1), ?2, ?3, ?4, ?5, ?6)""",
+                    row,
+                )
+            if db.in_transaction:
+                db.execute("COMMIT")
+        except BaseException as exc:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+            if isinstance(exc, sqlite3.IntegrityError) and "FOREIGN KEY" in str(exc):
+                raise SessionNotFound(events[0].session) from None
             raise
 
     # ------------------------------------------------------------------ turn locks
