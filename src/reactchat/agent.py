@@ -178,10 +178,7 @@ class Agent:
             # before taking the lock so that, of several racing messages, exactly one resumes:
             # the others find the question answered or the session moved on, instead of
             # starting a stray turn whose question is really an answer.
-            try:
-                seen = await store.events(session)
-            except SessionNotFound:
-                raise SessionNotFound(f"no session {session!r}") from None
+            seen = await self._events(session)
             seen_last = SessionState.from_events(session, seen).last
             seen_pending = seen_last.pending if seen_last else None
             reply_to = seen_pending[0].call_id if seen_pending else None
@@ -191,50 +188,76 @@ class Agent:
         if not await store.try_lock(session, owner, self.lock_ttl):
             raise SessionBusy(f"session {session} is busy with another turn; try again when it ends")
         try:
-            if seen is None:
-                events = await store.events(session)
-            else:  # only what was appended since that look: usually nothing
-                newer = await store.events(session, since=len(seen))
-                if newer and reply_to is None:
-                    raise SessionBusy(f"session {session} changed while this message arrived; nothing was recorded")
-                events = seen + newer
-            state = SessionState.from_events(session, events)
+            state = await self._locked_state(session, seen, reply_to)
             last = state.last
-            pending = last.pending if last else None
-            if reply_to is not None and (pending is None or pending[0].call_id != reply_to):
-                raise AlreadyAnswered(f"question {reply_to} of session {session} is no longer pending")
             if last is not None and last.status == "interrupted":
-                run = await self._prepare(state, last, turn_events)
                 asked = False
-                async for event in run.finish_interrupted(last.events):
+                async for event in self._recover(state, last, turn_events):
                     asked = asked or isinstance(event, QuestionEvent)
-                    yield _collect(turn_events, event)
-                if not asked:  # else the turn waits for the user, like any ask_user step
-                    async for event in run.run():
-                        await self._turn_end(session, event)
-                        yield _collect(turn_events, event)
+                    yield event
                 if message is None or asked:
                     return  # a question the sender has not seen comes first; the message is not recorded
                 state = SessionState.from_events(session, await store.events(session))
-                last, pending = state.last, None
                 turn_events.clear()
-            if message is None:
-                return
-            if last is not None and pending is not None:
-                run = await self._prepare(state, last, turn_events)
-                question, action = pending
-                run.step = max(run.step, question.step)
-                yield _collect(turn_events, await run.emit(UserEvent(text=message)))
-                yield _collect(turn_events, await run.observe(action.call_id, action.tool, message, False))
-            else:
-                index = last.index + 1 if last else 1
-                run = await self._prepare(state, Turn(index, message), turn_events)
-                yield _collect(turn_events, await run.emit(UserEvent(text=message)))
-            async for event in run.run():
-                await self._turn_end(session, event)
-                yield _collect(turn_events, event)
+            if message is not None:
+                async for event in self._answer(state, message, turn_events):
+                    yield event
         finally:
             await store.unlock(session, owner)
+
+    async def _events(self, session: str) -> list[Event]:
+        try:
+            return await self.store.events(session)
+        except SessionNotFound:
+            raise SessionNotFound(f"no session {session!r}") from None
+
+    async def _locked_state(self, session: str, seen: list[Event] | None, reply_to: str | None) -> SessionState:
+        """The session's state once its lock is held, checking that ``reply_to`` still waits."""
+        if seen is None:
+            events = await self.store.events(session)
+        else:  # only what was appended since that look: usually nothing
+            newer = await self.store.events(session, since=len(seen))
+            if newer and reply_to is None:
+                raise SessionBusy(f"session {session} changed while this message arrived; nothing was recorded")
+            events = seen + newer
+        state = SessionState.from_events(session, events)
+        pending = state.last.pending if state.last else None
+        if reply_to is not None and (pending is None or pending[0].call_id != reply_to):
+            raise AlreadyAnswered(f"question {reply_to} of session {session} is no longer pending")
+        return state
+
+    async def _recover(self, state: SessionState, turn: Turn, turn_events: list[Event]) -> AsyncIterator[Event]:
+        """Finish a turn a crash or a model error interrupted, from its last durable event."""
+        run = await self._prepare(state, turn, turn_events)
+        asked = False
+        async for event in run.finish_interrupted(turn.events):
+            asked = asked or isinstance(event, QuestionEvent)
+            yield _collect(turn_events, event)
+        if not asked:  # else the turn waits for the user, like any ask_user step
+            async for event in self._run(run, turn_events):
+                yield event
+
+    async def _answer(self, state: SessionState, message: str, turn_events: list[Event]) -> AsyncIterator[Event]:
+        """Start a turn with ``message``, or resume the waiting one with it as the answer."""
+        last = state.last
+        pending = last.pending if last else None
+        if last is not None and pending is not None:
+            run = await self._prepare(state, last, turn_events)
+            question, action = pending
+            run.step = max(run.step, question.step)
+            yield _collect(turn_events, await run.emit(UserEvent(text=message)))
+            yield _collect(turn_events, await run.observe(action.call_id, action.tool, message, False))
+        else:
+            index = last.index + 1 if last else 1
+            run = await self._prepare(state, Turn(index, message), turn_events)
+            yield _collect(turn_events, await run.emit(UserEvent(text=message)))
+        async for event in self._run(run, turn_events):
+            yield event
+
+    async def _run(self, run: TurnRun, turn_events: list[Event]) -> AsyncIterator[Event]:
+        async for event in run.run():
+            await self._turn_end(run.session, event)
+            yield _collect(turn_events, event)
 
     async def _prepare(self, state: SessionState, turn: Turn, turn_events: list[Event]) -> TurnRun:
         """A ``TurnRun`` for ``turn``, with its stored events replayed."""
@@ -309,7 +332,7 @@ def _result(session: str, events: list[Event]) -> RunResult:
         raise RuntimeError(error.message if error else "the turn ended without an answer")
     return RunResult(
         answer=answer.text if answer else None,
-        status="waiting" if status == "waiting" else status,
+        status=status,
         session=session,
         turn=turn.index,
         steps=steps_of(events),
