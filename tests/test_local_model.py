@@ -32,7 +32,7 @@ from reactchat.messages import (
     ToolResultMessage,
     UserMessage,
 )
-from reactchat.models import ContextTooLong
+from reactchat.models import ContextTooLong, _llama
 from reactchat.models._grammar import integer_range_rule, react_step_grammar, tool_call_grammar
 from reactchat.models.local import LocalModel, default_model_path, from_spec
 from reactchat.packs import get_pack
@@ -263,8 +263,6 @@ def test_constrained_steps_follow_the_prompt_pack(model: LocalModel, language: s
 def test_the_greedy_grammar_shortcut_picks_what_full_grammar_sampling_picks(model: LocalModel) -> None:
     import llama_cpp
 
-    from reactchat.models import local
-
     transcript = ReactTranscript(get_pack("en"), SPECS, [], "Look up catalogue entry number 7.")
     request = transcript.request()
     grammar = model.grammar_for(request)
@@ -273,8 +271,9 @@ def test_the_greedy_grammar_shortcut_picks_what_full_grammar_sampling_picks(mode
     tokens = runtime.llama.tokenize(model.render(request).encode(), add_bos=False, special=True)
     with runtime.lock:
         runtime.forget()
-        shortcut = local._greedy_sample(llama_cpp, runtime.llama, tokens, grammar, [], 64)
-        full = model._sample(llama_cpp, runtime.llama, tokens, llama_cpp.LlamaGrammar.from_string(grammar), [], 64)
+        shortcut = _llama._greedy_sample(llama_cpp, runtime.llama, tokens, grammar, [], 64)
+        grammar_object = llama_cpp.LlamaGrammar.from_string(grammar)
+        full = _llama._full_sample(llama_cpp, runtime.llama, tokens, grammar_object, [], 64, model.sampling)
         runtime.forget()
     assert shortcut.tokens == full.tokens and shortcut.stop_reason == full.stop_reason == "end"
 

