@@ -123,6 +123,8 @@ def load(path: Path, n_ctx: int, n_threads: int, n_gpu_layers: int) -> Runtime:
             model_path=str(path),
             n_ctx=n_ctx,
             n_threads=n_threads,
+            # prompt batches too: by default they use every core, however busy
+            n_threads_batch=n_threads,
             n_gpu_layers=n_gpu_layers,
             verbose=False,
         )
