@@ -120,10 +120,7 @@ class TurnRun:
                     AnswerEvent(text=decision.answer, thought=decision.thought, seconds=seconds, usage=reply.usage)
                 )
                 return
-            # model_construct for the per-step events: their values are already typed and checked
-            thought = ThoughtEvent.model_construct(
-                text=decision.thought, raw=decision.raw, seconds=seconds, usage=reply.usage
-            )
+            thought = ThoughtEvent(text=decision.thought, raw=decision.raw, seconds=seconds, usage=reply.usage)
             calls = [
                 (call_id or f"call_{self.turn}_{self.step}_{i}", tool, value)
                 for i, (call_id, tool, value) in enumerate(decision.calls)
@@ -158,7 +155,7 @@ class TurnRun:
         if not calls:
             yield await self.emit(thought)
         for call_id, name, value in calls:
-            action = ActionEvent.model_construct(call_id=call_id, tool=name, input=value)
+            action = ActionEvent(call_id=call_id, tool=name, input=value)
             for event in await self.record(*pending, action):
                 yield event
             pending = ()
@@ -185,9 +182,7 @@ class TurnRun:
         """Record an observation and show it to the model."""
         self.transcript.add_observation(call_id, text)
         return await self.emit(
-            ObservationEvent.model_construct(
-                call_id=call_id, tool=name, text=text, is_error=is_error, truncated=cut, seconds=seconds
-            )
+            ObservationEvent(call_id=call_id, tool=name, text=text, is_error=is_error, truncated=cut, seconds=seconds)
         )
 
     async def execute(self, call_id: str, name: str, value: ToolInput) -> tuple[str, bool, int]:

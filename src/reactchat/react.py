@@ -388,10 +388,8 @@ class ReactTranscript:
             labels = self.pack.labels
             scratchpad += f" {self.pack.budget_note}\n{labels.final_answer}:"
             react = None  # free text: the answer itself
-        # model_construct: these values are already valid, and this runs on every step
-        prefill = AssistantMessage.model_construct(
-            role="assistant", parts=[TextPart.model_construct(kind="text", text=scratchpad)], prefill=True
-        )
+        prefill = AssistantMessage(parts=[TextPart(text=scratchpad)], prefill=True)
+        # model_construct: the messages are already valid models; no need to re-check them every step
         return Request.model_construct(
             messages=[self.system, self.user, prefill],
             tools=[],

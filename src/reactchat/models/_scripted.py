@@ -62,10 +62,10 @@ class ScriptedModel:
                 cut = text.find(stop)
                 if cut >= 0:
                     text, stop_reason = text[:cut], "stop_sequence"
-        return Reply.model_construct(
-            parts=[TextPart.model_construct(kind="text", text=text)],
-            stop_reason=stop_reason,
-            usage=Usage.model_construct(input_tokens=0, output_tokens=len(text.split()), evaluated_tokens=None),
+        return Reply(
+            parts=[TextPart(text=text)],
+            stop_reason=stop_reason,  # type: ignore[arg-type]
+            usage=Usage(input_tokens=0, output_tokens=len(text.split())),
         )
 
     @property
