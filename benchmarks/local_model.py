@@ -172,6 +172,8 @@ def is_correct(task: Task, status: str, answer: str, asked: bool) -> bool:
         return status == "waiting" and asked
     if status == "waiting":
         return False
+    # a small model often repeats the question after its answer: that is not an answer
+    answer = answer.replace(task.question, "")
     if isinstance(task.expected, str):
         return task.expected.lower() in answer.lower()
     expected = task.expected
