@@ -340,6 +340,28 @@ def test_native_history_renders_calls_and_results_through_the_template(model: Lo
     assert prompt.endswith("<|im_start|>assistant\n") and "lookup: Look up the catalogue entry" in prompt
 
 
+async def test_calls_run_off_the_event_loop_and_one_at_a_time(model: LocalModel) -> None:
+    import asyncio
+
+    ticks = 0
+
+    async def heartbeat() -> None:
+        nonlocal ticks
+        while True:
+            await asyncio.sleep(0.01)
+            ticks += 1
+
+    beating = asyncio.create_task(heartbeat())
+    questions = ["What is 2 + 2?", "Look up catalogue entry number 5."]
+    transcripts = [ReactTranscript(get_pack("en"), SPECS, [], q) for q in questions]
+    replies = await asyncio.gather(*(model.complete(t.request()) for t in transcripts))
+    beating.cancel()
+    assert ticks > 5, "the event loop was blocked during generation"
+    for reply in replies:  # two sessions on one model: both steps complete and parse
+        assert reply.usage is not None and reply.usage.output_tokens > 0
+        parse(reply.text, "en")
+
+
 async def test_the_last_answer_after_the_budget_is_one_line(model: LocalModel) -> None:
     # the engine's last call when the step budget is spent: free text after "Final Answer:"
     transcript = ReactTranscript(get_pack("en"), SPECS, [], "What is 2 + 2?")
