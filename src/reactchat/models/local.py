@@ -46,6 +46,8 @@ from reactchat.models._base import ContextTooLong
 from reactchat.models._grammar import Limits, final_answer_grammar, react_step_grammar, tool_call_grammar
 from reactchat.models._llama import INSTALL_HINT, Runtime, Sampling, generate, import_llama_cpp, load
 
+__all__ = ["DEFAULT_GGUF", "CallStats", "Limits", "LocalModel", "default_model_path", "from_spec"]
+
 DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 # tokens a reply needs at the least; with less room the prompt is "too long"
 _MIN_ROOM = 64
