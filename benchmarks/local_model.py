@@ -206,10 +206,10 @@ class TaskResult:
     calls: list[dict[str, float | int | str | bool]] = field(default_factory=list)
 
 
-def run_task(model: LocalModel, task: Task, max_steps: int) -> TaskResult:
-    agent = Agent(model=model, tools=list(task.tools), store="memory:", max_steps=max_steps)
+def run_task(model: LocalModel, task: Task, max_steps: int, protocol: Literal["react", "native"]) -> TaskResult:
+    agent = Agent(model=model, tools=list(task.tools), store="memory:", max_steps=max_steps, protocol=protocol)
     tools = {t.name: t for t in agent.tools}
-    first_call = len(model.calls)
+    model.calls.clear()
     started = time.perf_counter()
     result = agent.run(task.question)
     seconds = time.perf_counter() - started
@@ -238,7 +238,7 @@ def run_task(model: LocalModel, task: Task, max_steps: int) -> TaskResult:
         actions=len(actions),
         valid_actions=valid,
         seconds=seconds,
-        calls=[asdict(c) for c in model.calls[first_call:]],
+        calls=[asdict(c) for c in model.calls],
     )
 
 
@@ -328,6 +328,7 @@ def main() -> None:
     parser.add_argument("--modes", default="grammar,free", help="grammar, free or both (comma-separated)")
     parser.add_argument("--tasks", type=int, default=0, help="run only the first N tasks")
     parser.add_argument("--max-steps", type=int, default=4)
+    parser.add_argument("--protocol", choices=["react", "native"], default="react")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads (more than free cores is slow)")
     parser.add_argument("--json", default=None, help="write every result to this file")
@@ -347,7 +348,7 @@ def main() -> None:
         model.load()
         results = []
         for index, task in enumerate(tasks, 1):
-            result = run_task(model, task, args.max_steps)
+            result = run_task(model, task, args.max_steps, args.protocol)
             results.append(result)
             if args.verbose:
                 mark = "ok " if result.correct else "NO "

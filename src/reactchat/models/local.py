@@ -26,6 +26,7 @@ import json
 import os
 import time
 import uuid
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -138,8 +139,9 @@ class LocalModel:
         self.limits = limits or Limits()
         stem = self.path.stem if self.path else Path(DEFAULT_GGUF).stem
         self.name = name or f"local:{stem}"
-        #: statistics of every call made through this instance, in order
-        self.calls: list[CallStats] = []
+        #: statistics of the calls made through this instance, oldest first (the last
+        #: thousand: a long-running server must not keep them all)
+        self.calls: deque[CallStats] = deque(maxlen=1000)
 
     @property
     def context_tokens(self) -> int:
