@@ -149,6 +149,13 @@ def _close_all() -> None:
     for runtime in _RUNTIMES.values():
         runtime.llama.close()
     _RUNTIMES.clear()
+    # llama_cpp keeps two /dev/null files open for its output suppression and never closes
+    # them: Python reports them as unclosed (ResourceWarning) when the interpreter exits
+    utils = importlib.import_module("llama_cpp._utils")
+    for name in ("outnull_file", "errnull_file"):
+        handle = getattr(utils, name, None)
+        if handle is not None:
+            handle.close()
 
 
 @dataclass(frozen=True)
