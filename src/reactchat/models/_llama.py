@@ -196,7 +196,6 @@ def _full_sample(
 ) -> Sample:
     """Any sampling settings, through ``Llama.generate`` (grammar over the whole vocabulary)."""
     sample = Sample()
-    vocab = llama._model.vocab
     for token in llama.generate(
         tokens,
         temp=sampling.temperature,
@@ -205,19 +204,7 @@ def _full_sample(
         repeat_penalty=sampling.repeat_penalty,
         grammar=grammar,
     ):
-        if sample.first_at is None:
-            sample.first_at = time.perf_counter()
-        if llama_cpp.llama_vocab_is_eog(vocab, token):
-            sample.stop_reason = "end"
-            break
-        sample.tokens.append(token)
-        # decode the whole output each time: a character may span several tokens
-        sample.text = llama.detokenize(sample.tokens).decode("utf-8", errors="ignore")
-        cut = _first_stop(sample.text, stops)
-        if cut is not None:
-            sample.text, sample.stop_reason = sample.text[:cut], "stop_sequence"
-            break
-        if len(sample.tokens) >= max_tokens:
+        if sample.add(llama_cpp, llama, token, stops, max_tokens):
             break
     return sample
 
@@ -271,20 +258,9 @@ def _greedy_sample(
                 )
                 llama_cpp.llama_sampler_apply(sampler, ctypes.byref(candidates))
                 token = int(every["id"][int(np.argmax(every["logit"]))])
-            if sample.first_at is None:
-                sample.first_at = time.perf_counter()
-            if llama_cpp.llama_vocab_is_eog(vocab, token):
-                sample.stop_reason = "end"
+            if sample.add(llama_cpp, llama, token, stops, max_tokens):
                 break
             llama_cpp.llama_sampler_accept(sampler, token)
-            sample.tokens.append(token)
-            sample.text = llama.detokenize(sample.tokens).decode("utf-8", errors="ignore")
-            cut = _first_stop(sample.text, stops)
-            if cut is not None:
-                sample.text, sample.stop_reason = sample.text[:cut], "stop_sequence"
-                break
-            if len(sample.tokens) >= max_tokens:
-                break
             llama.eval([token])
     finally:
         llama_cpp.llama_sampler_free(sampler)
@@ -299,6 +275,22 @@ class Sample:
     text: str = ""
     stop_reason: str = "max_tokens"
     first_at: float | None = None
+
+    def add(self, llama_cpp: Any, llama: Any, token: int, stops: list[str], max_tokens: int) -> bool:
+        """Take one sampled token; True when generation ends (end of turn, a stop sequence, the limit)."""
+        if self.first_at is None:
+            self.first_at = time.perf_counter()
+        if llama_cpp.llama_vocab_is_eog(llama._model.vocab, token):
+            self.stop_reason = "end"
+            return True
+        self.tokens.append(token)
+        # decode the whole output each time: a character may span several tokens
+        self.text = llama.detokenize(self.tokens).decode("utf-8", errors="ignore")
+        cut = _first_stop(self.text, stops)
+        if cut is not None:
+            self.text, self.stop_reason = self.text[:cut], "stop_sequence"
+            return True
+        return len(self.tokens) >= max_tokens
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:
