@@ -97,3 +97,11 @@ def test_bad_flags_get_clear_errors(tmp_path: Path, args: list[str], code: int, 
     assert out.returncode == code
     assert message in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_a_model_failure_is_a_clear_error_not_a_traceback(tmp_path: Path) -> None:
+    model = write_script(tmp_path / "short.txt", ' x\nAction: calculator\nAction Input: {"expression": "1+1"}')
+    out = reactchat("ask", "1+1?", "--model", model, "--db", str(tmp_path / "s.db"), cwd=tmp_path)
+    assert out.returncode == 1
+    assert "reactchat: error: ScriptedModel has no reply left" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -138,3 +138,13 @@ def test_french_and_japanese_packs_read_their_labels_and_english() -> None:
 def test_action_none_followed_by_final_answer() -> None:
     step = parse("Thought: no tool needed\nAction: None\nFinal Answer: hello")
     assert isinstance(step, FinalAnswer) and step.answer == "hello"
+
+
+def test_a_final_answer_keeps_lines_that_only_look_like_labels() -> None:
+    step = parse(
+        "Thought: done\nFinal Answer: Steps:\n1. Action: call the bank\n2. Input: your PIN\n- Thought: be calm"
+    )
+    assert isinstance(step, FinalAnswer)
+    assert step.answer == "Steps:\n1. Action: call the bank\n2. Input: your PIN\n- Thought: be calm"
+    step = parse("Thought: t\nFinal Answer: 42\nThought: hmm\nAction: search\nAction Input: {}")
+    assert isinstance(step, FinalAnswer) and step.answer == "42"

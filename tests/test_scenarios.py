@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from reactchat import Agent, ScriptedModel, calculator, tool
+from reactchat import Agent, ModelError, ScriptedModel, calculator, tool
 from reactchat.messages import AnswerEvent, ObservationEvent
 from reactchat.models._scripted import tool_call, tool_calls
 
@@ -353,3 +353,16 @@ def test_calling_a_failing_tool_again_is_the_hallucination_spiral() -> None:
     assert "upstream timeout" in (result.steps[1].observation or "")
     assert "already called" in (result.steps[3].observation or "")  # the same bad arguments, refused too
     assert result.status == "stopped" and result.reason == "repeated_action"
+
+
+def test_a_failing_last_call_still_closes_the_turn() -> None:
+    def broken(request: object) -> str:
+        raise ModelError("the model server went away")
+
+    model = ScriptedModel([act("calculator", {"expression": "1+1"}), broken, final("a new turn works")])
+    agent = Agent(model=model, tools=[calculator], max_steps=1)
+    stopped = agent.run("1+1?")
+    assert stopped.status == "stopped" and stopped.reason == "max_steps"
+    assert "could not give a final answer" in (stopped.answer or "") and "went away" in (stopped.answer or "")
+    after = agent.run("next question", session=stopped.session)
+    assert after.status == "done" and after.answer == "a new turn works" and after.turn == 2

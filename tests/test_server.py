@@ -240,6 +240,16 @@ def test_the_token_guards_the_api_but_not_the_page() -> None:
         assert httpx.get(f"{url}/v1/models").status_code == 401
 
 
+async def test_the_token_cannot_be_bypassed_through_a_root_path() -> None:
+    # behind a proxy (uvicorn --root-path /api) /api/v1/... reaches the /v1/ routes
+    transport = httpx.ASGITransport(app=make_app(token="s3cret"), root_path="/api")
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        for path in ("/api/v1/sessions", "/api/v1/chat/completions"):
+            assert (await client.post(path, json={})).status_code == 401
+        assert (await client.get("/api/v1/models")).status_code == 401
+        assert (await client.get("/api/docs")).status_code == 401
+
+
 def test_serve_refuses_a_public_host_without_a_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("REACTCHAT_TOKEN", raising=False)
     with pytest.raises(ValueError, match="REACTCHAT_TOKEN"):

@@ -27,6 +27,7 @@ from reactchat.messages import (
     QuestionEvent,
     ThoughtEvent,
 )
+from reactchat.models import ModelError
 
 EXIT_WAITING = 3
 EXIT_STOPPED = 4
@@ -287,7 +288,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return asyncio.run(runner(args, sys.stdout, sys.stderr))
     except KeyboardInterrupt:
         return 130
-    except (ValueError, LookupError, ImportError, RuntimeError, OSError) as exc:
+    except (ModelError, ValueError, LookupError, ImportError, RuntimeError, OSError) as exc:
         print(f"reactchat: error: {exc}", file=sys.stderr)
         return 1
 

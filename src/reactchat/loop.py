@@ -31,7 +31,7 @@ from reactchat.messages import (
     ToolInput,
     UserEvent,
 )
-from reactchat.models import ContextTooLong, Model
+from reactchat.models import ContextTooLong, Model, ModelError
 from reactchat.react import Decision, FormatError
 from reactchat.store import Store
 from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
@@ -238,8 +238,18 @@ class TurnRun:
         return self.transcript.request() if self.transcript.size < before else None
 
     async def best_effort(self, reason: str) -> Event:
-        """End a run that a guard stopped: one last call asks for the best answer so far."""
-        reply, seconds = await self.call_model(self.transcript.request(final=True))
+        """End a run that a guard stopped: one last call asks for the best answer so far.
+
+        If that call fails too, the turn still ends (stopped, with the error as its text):
+        a turn left open would make every later message of the session replay the failure.
+        """
+        while self.transcript.size > self.context_chars and self.transcript.elide_oldest():
+            pass
+        try:
+            reply, seconds = await self.call_model(self.transcript.request(final=True))
+        except ModelError as error:
+            text = f"The run stopped ({reason}) and the model could not give a final answer: {error}"
+            return await self.emit(AnswerEvent(text=text, status="stopped", reason=reason))
         return await self.emit(
             AnswerEvent(
                 text=self.transcript.read_final(reply),

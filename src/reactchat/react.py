@@ -103,13 +103,15 @@ def _label_pattern(pack: PromptPack) -> tuple[re.Pattern[str], dict[str, Kind]]:
     # longest first so that "Action Input" wins over "Action"
     alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     pattern = re.compile(
-        rf"^[ \t>#*_\-]*(?:\d+\.\s*)?[*_]*({alternatives})[*_]*[ \t]*[:：][*_]*[ \t]*",
+        rf"^([ \t>#*_\-]*(?:\d+\.\s*)?)[*_]*({alternatives})[*_]*[ \t]*[:：][*_]*[ \t]*",
         re.IGNORECASE | re.MULTILINE,
     )
     return pattern, names
 
 
 _PAUSE = re.compile(r"(?:\n|^)[ \t]*PAUSE[ \t.]*\s*$", re.IGNORECASE)
+#: a list item or a quote before a label: "1. Action: call the bank" inside an answer
+_LIST_MARKER = re.compile(r"\d+\.|[-–>]|\*\s")
 _BRACKET_CALL = re.compile(r"^([\w.\-]+)\s*\[(.*)\]\s*$", re.DOTALL)
 _PAREN_CALL = re.compile(r"^([\w.\-]+)\((.*)\)\s*$", re.DOTALL)
 _NAME_AND_NOTE = re.compile(r"^([\w.\-]+)\s+[\(\[—–\-:].*$", re.DOTALL)
@@ -130,7 +132,7 @@ def parse(text: str, pack: PromptPack | str = "en", tool_names: str = "") -> Act
     segments.append((None, leading, len(leading)))
     for i, match in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        segments.append((names[match.group(1).casefold()], text[match.end() : end], end))
+        segments.append((names[match.group(2).casefold()], text[match.end() : end], end))
 
     if len(segments) == 1:
         raise _format_error(pack, "no_label", names_note)
@@ -144,7 +146,8 @@ def parse(text: str, pack: PromptPack | str = "en", tool_names: str = "") -> Act
         if kind == "thought":
             thought_parts.append(content.strip())
         elif kind == "final_answer":
-            answer = _strip_pause(content).strip()
+            end = _answer_end(matches, index, names, text)
+            answer = _strip_pause(text[matches[index - 1].end() : end]).strip()
             if not answer:
                 raise _format_error(pack, "empty_answer", names_note)
             return FinalAnswer(answer=answer, thought=_join(thought_parts), raw=text[:end].rstrip())
@@ -157,6 +160,20 @@ def parse(text: str, pack: PromptPack | str = "en", tool_names: str = "") -> Act
     if thought_parts:
         raise _format_error(pack, "no_decision", names_note)
     raise _format_error(pack, "no_label", names_note)
+
+
+def _answer_end(matches: list[re.Match[str]], index: int, names: dict[str, Kind], text: str) -> int:
+    """Where the final answer whose label is ``matches[index - 1]`` ends.
+
+    An answer may hold lines that look like labels ("1. Action: call the bank", "Input:
+    your PIN"): only a plain Thought, Action, Observation or Final Answer line, not a list
+    item or a quote, starts a new step.
+    """
+    for match in matches[index:]:
+        kind = names[match.group(2).casefold()]
+        if kind != "action_input" and not _LIST_MARKER.search(match.group(1)):
+            return match.start()
+    return len(text)
 
 
 def _is_no_action(content: str) -> bool:

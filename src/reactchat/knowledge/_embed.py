@@ -64,8 +64,11 @@ def nearest(model: Any, query: str, rows: list[tuple[int, bytes]], k: int) -> li
     import numpy as np
 
     q = _vectors(model, [query])[0]
-    matrix = np.stack([np.frombuffer(vec, dtype=np.float32) for _, vec in rows if len(vec) == q.nbytes])
-    ids = [cid for cid, vec in rows if len(vec) == q.nbytes]  # vectors of another model are left out
+    same = [(cid, vec) for cid, vec in rows if len(vec) == q.nbytes]  # vectors of another model are left out
+    if not same:
+        return []
+    matrix = np.stack([np.frombuffer(vec, dtype=np.float32) for _, vec in same])
+    ids = [cid for cid, _ in same]
     scores = matrix @ q
     order = np.argsort(-scores)[:k]
     return [(ids[i], float(scores[i])) for i in order]

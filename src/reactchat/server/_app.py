@@ -90,6 +90,8 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         await server.turns.stop_all()
+        if server.files is not None:
+            await server.files.kb.close()  # its own connection to the same database
         await store.close()
 
     app = FastAPI(title="reactchat", version="0.1.0", lifespan=lifespan, docs_url="/docs", redoc_url=None)

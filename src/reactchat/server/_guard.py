@@ -51,8 +51,14 @@ class Guard:
             await self.app(scope, receive, send)
             return
         path: str = scope["path"]
+        # route on the path the router sees: behind a proxy (--root-path /api) a request for
+        # /api/v1/... reaches the /v1/ routes, so a check on the raw path could be bypassed
+        root = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :] or "/"
         headers = {k.decode("latin-1").lower(): v for k, v in scope["headers"]}
-        if self.token is not None and path.startswith("/v1/") and not self._authorized(headers):
+        public = path == "/" or path.startswith("/static/")  # the page itself; it asks for the token
+        if self.token is not None and not public and not self._authorized(headers):
             await _error(send, 401, "missing or wrong bearer token: send 'Authorization: Bearer <token>'", "auth")
             return
         limit = self.max_upload if path.rstrip("/").endswith("/files") else self.max_body
