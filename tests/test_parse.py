@@ -65,6 +65,10 @@ def test_answer_label_counts_as_final() -> None:
         ('Sure, here it is: {"a": 1} hope that helps', {"a": 1}),
         ("{'ok': True, 'none': None}", {"ok": True, "none": None}),
         ("{'text': 'it said \"hi\"'}", {"text": 'it said "hi"'}),
+        ("{'expression': '7 // 2'}", {"expression": "7 // 2"}),
+        ('{"expression": "7 // 2",}', {"expression": "7 // 2"}),
+        ("{'note': 'is True now', 'flag': True,}", {"note": "is True now", "flag": True}),
+        ("{'t': 'it\\'s'}", {"t": "it's"}),
     ],
 )
 def test_action_input_json_is_repaired_where_unambiguous(raw: str, expected: dict[str, object]) -> None:

@@ -236,9 +236,6 @@ def _format_error(pack: PromptPack, kind: str, tool_names: str, tool: str = "") 
 # -------------------------------------------------------------- input repair
 
 _FENCE = re.compile(r"^\s*```[\w-]*\s*\n?(.*?)\n?\s*```", re.DOTALL)
-_LINE_COMMENT = re.compile(r"(^|[^:\"'\\])//[^\n]*")
-_BLOCK_COMMENT = re.compile(r"/\*.*?\*/", re.DOTALL)
-_TRAILING_COMMA = re.compile(r",\s*([}\]])")
 _PY_LITERALS = {"True": "true", "False": "false", "None": "null"}
 
 
@@ -275,47 +272,52 @@ def _unwrap_string(text: str) -> str:
 
 
 def _repair(text: str) -> str:
-    """Fix the JSON slips models make when the fix is unambiguous."""
-    text = _BLOCK_COMMENT.sub("", text)
-    text = _LINE_COMMENT.sub(r"\1", text)
-    text = _single_to_double_quotes(text)
-    text = _TRAILING_COMMA.sub(r"\1", text)
-    for python, js in _PY_LITERALS.items():
-        text = re.sub(rf"(?<![\w\"]){python}(?![\w\"])", js, text)
-    return text
-
-
-def _single_to_double_quotes(text: str) -> str:
-    """Turn 'single-quoted' strings into "double-quoted" ones, outside double quotes."""
-    if "'" not in text:
-        return text
+    """Fix the JSON slips models make when the fix is unambiguous: 'single quotes',
+    trailing commas, // and /* */ comments, Python's True/False/None. One scan that
+    knows where strings are, so nothing inside a string is touched ("7 // 2" stays)."""
     out: list[str] = []
     quote: str | None = None
-    escaped = False
-    for char in text:
+    i, n = 0, len(text)
+    while i < n:
+        char = text[i]
         if quote:
-            if escaped:
-                escaped = False
-                out.append(char)
-                continue
-            if char == "\\":
-                escaped = True
-                out.append(char)
+            if char == "\\" and i + 1 < n:
+                # \' is an escaped quote in a single-quoted string; JSON does not need it escaped
+                out.append(text[i + 1] if quote == "'" and text[i + 1] == "'" else text[i : i + 2])
+                i += 2
                 continue
             if char == quote:
                 quote = None
                 out.append('"')
-                continue
-            if quote == "'" and char == '"':
+            elif quote == "'" and char == '"':
                 out.append('\\"')
-                continue
-            out.append(char)
+            else:
+                out.append(char)
+            i += 1
             continue
         if char in "'\"":
             quote = char
             out.append('"')
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = n if end < 0 else end
             continue
-        out.append(char)
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+            continue
+        elif char == "," and text[i + 1 :].lstrip()[:1] in ("}", "]"):
+            pass  # a trailing comma
+        elif char.isalpha() or char == "_":
+            word = re.match(r"\w+", text[i:])
+            assert word is not None
+            token = word.group(0)
+            out.append(_PY_LITERALS.get(token, token))
+            i += len(token)
+            continue
+        else:
+            out.append(char)
+        i += 1
     return "".join(out)
 
 
