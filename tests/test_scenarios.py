@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from reactchat import Agent, ModelError, ScriptedModel, calculator, tool
-from reactchat.messages import AnswerEvent, ObservationEvent
+from reactchat import Agent, ContextTooLong, ModelError, ScriptedModel, calculator, tool
+from reactchat.messages import AnswerEvent, ErrorEvent, ObservationEvent
 from reactchat.models._scripted import tool_call, tool_calls
 
 
@@ -366,3 +366,22 @@ def test_a_failing_last_call_still_closes_the_turn() -> None:
     assert "could not give a final answer" in (stopped.answer or "") and "went away" in (stopped.answer or "")
     after = agent.run("next question", session=stopped.session)
     assert after.status == "done" and after.answer == "a new turn works" and after.turn == 2
+
+
+def test_context_too_long_elides_and_retries_once_without_leaving_an_error() -> None:
+    @tool
+    def page(n: int) -> str:
+        """Read a page."""
+        return f"page {n}: " + "z" * 3000
+
+    def too_long_once(request: object) -> str:
+        if not getattr(too_long_once, "done", False):
+            too_long_once.done = True  # type: ignore[attr-defined]
+            raise ContextTooLong("prompt is too long")
+        return final("read them")
+
+    model = ScriptedModel([act("page", {"n": 1}), act("page", {"n": 2}), too_long_once, too_long_once])
+    result = Agent(model=model, tools=[page]).run("read two pages")
+    assert result.answer == "read them"
+    assert "elided to fit the context budget" in model.requests[-1].messages[-1].text
+    assert not [e for e in result.events if isinstance(e, ErrorEvent)]

@@ -100,10 +100,12 @@ class TurnRun:
                 return
             self.step += 1
             try:
-                reply, seconds = await self.call_model(request)
-            except ContextTooLong:
+                reply, seconds = await self.call_model(request, retrying=True)
+            except ContextTooLong as error:
+                # elide old observations and try once more; only a second failure is recorded
                 request = self.shrink_context()
                 if request is None:
+                    await self.emit(ErrorEvent(kind="model", message=f"{type(error).__name__}: {error}"))
                     raise
                 reply, seconds = await self.call_model(request)
             try:
@@ -133,13 +135,15 @@ class TurnRun:
             if finished:
                 return
 
-    async def call_model(self, request: Request) -> tuple[Reply, float]:
-        """One model call; a failure is recorded, then raised for the operator."""
+    async def call_model(self, request: Request, retrying: bool = False) -> tuple[Reply, float]:
+        """One model call; a failure is recorded, then raised for the operator (except a
+        ``ContextTooLong`` the caller is ``retrying`` after shrinking the prompt)."""
         started = time.perf_counter()
         try:
             reply = await self.model.complete(request)
         except Exception as exc:
-            await self.emit(ErrorEvent(kind="model", message=f"{type(exc).__name__}: {exc}"))
+            if not (retrying and isinstance(exc, ContextTooLong)):
+                await self.emit(ErrorEvent(kind="model", message=f"{type(exc).__name__}: {exc}"))
             raise
         return reply, time.perf_counter() - started
 

@@ -157,7 +157,8 @@ def _error_handlers(app: FastAPI) -> None:
 
     async def internal(request: Request, exc: Exception) -> Response:
         # the traceback goes to the server log; the client gets the kind of failure
-        return error(500, f"internal error: {type(exc).__name__}: {exc}", "server")
+        # (its text may hold paths, SQL or host names: those stay in the log)
+        return error(500, f"internal error ({type(exc).__name__}); the details are in the server log", "server")
 
     app.add_exception_handler(ConnectionError, unavailable)
     app.add_exception_handler(Exception, internal)

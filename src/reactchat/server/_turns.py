@@ -156,11 +156,11 @@ async def _pump(stream: AsyncIterator[Event], feed: TurnFeed) -> None:
 
 def failure_event(session: str, exc: BaseException) -> ErrorEvent:
     """An error event for a turn that failed (it is not stored: the loop stored its own)."""
-    return ErrorEvent(
-        session=session,
-        kind="model" if isinstance(exc, ModelError) else "internal",
-        message=f"{type(exc).__name__}: {exc}",
-    )
+    if isinstance(exc, ModelError):  # written for the operator: which key, which model, what to do
+        return ErrorEvent(session=session, kind="model", message=f"{type(exc).__name__}: {exc}")
+    # anything else may carry paths, SQL or host names: those stay in the server log
+    message = f"internal error ({type(exc).__name__}); the details are in the server log"
+    return ErrorEvent(session=session, kind="internal", message=message)
 
 
 def summary(session: str, events: list[Event], failed: bool = False) -> dict[str, Any]:
