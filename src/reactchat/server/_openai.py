@@ -187,18 +187,18 @@ async def _new_session(server: Server, body: ChatRequest, talk: list[ChatMessage
     for candidate in _twins(_key(body, talk)):
         if await store.exists(candidate):
             continue  # the same conversation again (a retry, a regenerate): a fresh twin
-        try:
-            await store.create_session(candidate)
-        except Exception:  # another worker created it first
-            continue
+        await store.create_session(candidate)  # a no-op if another worker just created it
         if not await store.try_lock(candidate, owner, 60.0):
             continue
         try:
             if await store.events(candidate):
                 continue
+            seed: list[UserEvent | AnswerEvent] = []
             for turn, (question, answer) in enumerate(_pairs(talk[:-1]), start=1):
-                await store.append(UserEvent(session=candidate, turn=turn, text=question))
-                await store.append(AnswerEvent(session=candidate, turn=turn, text=answer))
+                seed += [UserEvent(session=candidate, turn=turn, text=question)]
+                seed += [AnswerEvent(session=candidate, turn=turn, text=answer)]
+            if seed:
+                await store.append(*seed)  # the earlier exchanges as history, in one transaction
             return candidate
         finally:
             await store.unlock(candidate, owner)
