@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -21,6 +22,8 @@ from reactchat.store import SessionNotFound
 if TYPE_CHECKING:
     from reactchat.agent import Agent
     from reactchat.server._app import Server
+
+log = logging.getLogger("reactchat.server")
 
 
 #: progress(done, total) while a file is read and indexed
@@ -132,6 +135,11 @@ async def _indexing(files: Files, session: str, name: str, data: bytes, retentio
     except files.module.FileRejected as exc:
         status = _rejection_status(str(exc), len(data), files.kb)
         yield frame("error", json.dumps({"status": status, "message": str(exc)}))
+        return
+    except Exception as exc:  # the 200 headers are gone: say it in the stream, keep details in the log
+        log.exception("upload of %s to session %s failed", name, session)
+        message = f"internal error ({type(exc).__name__}) while reading the file; nothing was stored"
+        yield frame("error", json.dumps({"status": 500, "message": message}))
         return
     yield frame("file", json.dumps({"file": info, "files": await files.list(session)}))
 
