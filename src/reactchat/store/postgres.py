@@ -18,8 +18,8 @@ recorded in ``reactchat_migrations``; turn locks differ, see below); tables pref
 which a tool's output may contain. Each ``append`` is one transaction (autocommitted when it holds one event), durable
 (per the server's ``synchronous_commit``) before the engine goes on.
 
-Turn locks are session-level advisory locks, ``pg_try_advisory_lock(LOCK_SPACE,
-hashtext(session))``, held on a connection the store keeps for them: they need no table,
+Turn locks are session-level advisory locks, ``pg_try_advisory_lock(hashtextextended(session,
+LOCK_SPACE))`` (a 64-bit key), held on a connection the store keeps for them: they need no table,
 and they end with the connection, so a killed worker never blocks its session. ``ttl`` is
 therefore unused. The store tracks which of its own callers holds each lock, since
 advisory locks are re-entrant per connection. Queries go through a small pool
@@ -243,12 +243,12 @@ class PostgresStore:
         if holder is not None:
             return holder == owner
         db = await self._lock_db()
-        cursor = await db.execute("SELECT pg_try_advisory_lock(%s, hashtext(%s))", (LOCK_SPACE, session_id))
+        cursor = await db.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, %s))", (session_id, LOCK_SPACE))
         row = await cursor.fetchone()
         if row is None or not row[0] or session_id in self._held:
             if row is not None and row[0]:
                 # another task of this process won meanwhile; undo our re-entrant hold
-                await db.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (LOCK_SPACE, session_id))
+                await db.execute("SELECT pg_advisory_unlock(hashtextextended(%s, %s))", (session_id, LOCK_SPACE))
             return False
         self._held[session_id] = owner
         return True
@@ -259,7 +259,7 @@ class PostgresStore:
             return
         del self._held[session_id]
         db = await self._lock_db()
-        await db.execute("SELECT pg_advisory_unlock(%s, hashtext(%s))", (LOCK_SPACE, session_id))
+        await db.execute("SELECT pg_advisory_unlock(hashtextextended(%s, %s))", (session_id, LOCK_SPACE))
 
 
 async def _connect(url: str) -> AsyncConnection[Any]:
