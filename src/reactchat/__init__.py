@@ -37,24 +37,36 @@ _EXPORTS: dict[str, str] = {
     "ContextTooLong": "reactchat.models",
     "ScriptedModel": "reactchat.models",
     "resolve_model": "reactchat.models",
-    "FormatError": "reactchat.react",
+    "FormatError": "reactchat.core",
+    "ReactchatError": "reactchat.errors",
+    "ConfigError": "reactchat.errors",
+    "NothingToRun": "reactchat.errors",
     "Action": "reactchat.react",
     "FinalAnswer": "reactchat.react",
     "Store": "reactchat.store",
     "resolve_store": "reactchat.store",
-    "SessionBusy": "reactchat.store",
-    "SessionNotFound": "reactchat.store",
-    "AlreadyAnswered": "reactchat.store",
+    "SessionBusy": "reactchat.errors",
+    "SessionNotFound": "reactchat.errors",
+    "AlreadyAnswered": "reactchat.errors",
     "calculator": "reactchat.toolbox",
     "ask_user": "reactchat.toolbox",
 }
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent
+    from reactchat.core import FormatError
+    from reactchat.errors import (
+        AlreadyAnswered,
+        ConfigError,
+        NothingToRun,
+        ReactchatError,
+        SessionBusy,
+        SessionNotFound,
+    )
     from reactchat.models import ContextTooLong, Model, ModelError, ScriptedModel, resolve_model
-    from reactchat.react import Action, FinalAnswer, FormatError
+    from reactchat.react import Action, FinalAnswer
     from reactchat.session import RunResult, SessionState, Step
-    from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
+    from reactchat.store import Store, resolve_store
     from reactchat.toolbox import ask_user, calculator
     from reactchat.tools import PauseForUser, RunContext, Tool, tool
 

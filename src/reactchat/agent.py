@@ -7,13 +7,14 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from typing import Any, Literal
 
+from reactchat.errors import AlreadyAnswered, InsideEventLoop, SessionBusy, SessionNotFound
 from reactchat.guards import DEFAULT_MAX_OBSERVATION, RepeatGuard
 from reactchat.loop import TurnRun, replay
 from reactchat.messages import AnswerEvent, ErrorEvent, Event, QuestionEvent, UserEvent
 from reactchat.models import Model, resolve_model
 from reactchat.packs import PromptPack, get_pack
 from reactchat.session import RunResult, SessionState, Turn, steps_of
-from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
+from reactchat.store import Store, resolve_store
 from reactchat.tools import Tool, as_tool
 
 #: characters per token, for budgets given in tokens (a rough, model-agnostic estimate)
@@ -113,7 +114,7 @@ class Agent:
         except RuntimeError:
             pass
         else:
-            raise RuntimeError("Agent.run() cannot be called inside an event loop: use 'await agent.arun(...)'")
+            raise InsideEventLoop()
         results: list[RunResult] = []
 
         async def main() -> None:
@@ -183,10 +184,10 @@ class Agent:
             seen_pending = seen_last.pending if seen_last else None
             reply_to = seen_pending[0].call_id if seen_pending else None
         elif not await store.exists(session):
-            raise SessionNotFound(f"no session {session!r}")
+            raise SessionNotFound(session)
         owner = uuid.uuid4().hex
         if not await store.try_lock(session, owner, self.lock_ttl):
-            raise SessionBusy(f"session {session} is busy with another turn; try again when it ends")
+            raise SessionBusy(session)
         try:
             state = await self._locked_state(session, seen, reply_to)
             last = state.last
@@ -209,7 +210,7 @@ class Agent:
         try:
             return await self.store.events(session)
         except SessionNotFound:
-            raise SessionNotFound(f"no session {session!r}") from None
+            raise SessionNotFound(session) from None
 
     async def _locked_state(self, session: str, seen: list[Event] | None, reply_to: str | None) -> SessionState:
         """The session's state once its lock is held, checking that ``reply_to`` still waits."""
@@ -218,12 +219,12 @@ class Agent:
         else:  # only what was appended since that look: usually nothing
             newer = await self.store.events(session, since=len(seen))
             if newer and reply_to is None:
-                raise SessionBusy(f"session {session} changed while this message arrived; nothing was recorded")
+                raise SessionBusy(session, changed=True)
             events = seen + newer
         state = SessionState.from_events(session, events)
         pending = state.last.pending if state.last else None
         if reply_to is not None and (pending is None or pending[0].call_id != reply_to):
-            raise AlreadyAnswered(f"question {reply_to} of session {session} is no longer pending")
+            raise AlreadyAnswered(session, reply_to)
         return state
 
     async def _recover(self, state: SessionState, turn: Turn, turn_events: list[Event]) -> AsyncIterator[Event]:

@@ -15,8 +15,9 @@ import contextlib
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
+from reactchat.core import Call, FormatError, Transcript
 from reactchat.guards import RepeatGuard, truncate, unknown_tool
 from reactchat.messages import (
     ActionEvent,
@@ -32,7 +33,6 @@ from reactchat.messages import (
     UserEvent,
 )
 from reactchat.models import ContextTooLong, Model, ModelError
-from reactchat.react import Decision, FormatError
 from reactchat.store import Store
 from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
 
@@ -40,19 +40,6 @@ INTERRUPTED = (
     "This call was interrupted before it returned (the process running it stopped), so its "
     "effect is unknown and it was not run again. Check before relying on it."
 )
-
-
-class Transcript(Protocol):
-    """What a protocol keeps for one turn (see ``react.ReactTranscript``, ``native.NativeTranscript``)."""
-
-    size: int
-
-    def add_step(self, raw: str, thought: str, calls: list[tuple[str, str, Any]]) -> None: ...
-    def add_observation(self, call_id: str, text: str) -> None: ...
-    def elide_oldest(self) -> bool: ...
-    def request(self, final: bool = False) -> Request: ...
-    def read(self, reply: Reply) -> Decision: ...
-    def read_final(self, reply: Reply) -> str: ...
 
 
 @dataclass
@@ -114,8 +101,7 @@ class TurnRun:
                 yield await self.emit(
                     ErrorEvent(kind="format", message=str(error), raw=reply.text, seconds=seconds, usage=reply.usage)
                 )
-                self.transcript.add_step(reply.text, "", [])
-                self.transcript.add_observation(f"format-{self.step}", str(error))
+                self.transcript.add_correction(reply.text, str(error))
                 continue
             if decision.answer is not None:
                 yield await self.emit(
@@ -124,7 +110,7 @@ class TurnRun:
                 return
             thought = ThoughtEvent(text=decision.thought, raw=decision.raw, seconds=seconds, usage=reply.usage)
             calls = [
-                (call_id or f"call_{self.turn}_{self.step}_{i}", tool, value)
+                Call(call_id or f"call_{self.turn}_{self.step}_{i}", tool, value)
                 for i, (call_id, tool, value) in enumerate(decision.calls)
             ]
             self.transcript.add_step(decision.raw, decision.thought, calls)
@@ -147,7 +133,7 @@ class TurnRun:
             raise
         return reply, time.perf_counter() - started
 
-    async def run_calls(self, calls: list[tuple[str, str, ToolInput]], thought: ThoughtEvent) -> AsyncIterator[Event]:
+    async def run_calls(self, calls: list[Call], thought: ThoughtEvent) -> AsyncIterator[Event]:
         """Run a step's tool calls in order; each gets exactly one observation.
 
         The thought is recorded with the first action (one store transaction fewer per
@@ -184,7 +170,7 @@ class TurnRun:
         self, call_id: str, name: str, text: str, is_error: bool, cut: int = 0, seconds: float = 0.0
     ) -> Event:
         """Record an observation and show it to the model."""
-        self.transcript.add_observation(call_id, text)
+        self.transcript.add_observation(call_id, text, is_error)
         return await self.emit(
             ObservationEvent(call_id=call_id, tool=name, text=text, is_error=is_error, truncated=cut, seconds=seconds)
         )
@@ -315,13 +301,12 @@ def replay(run: TurnRun, events: list[Event]) -> None:
     for event in events:
         run.step = max(run.step, event.step)
         if isinstance(event, ThoughtEvent) and event.step in actions:
-            calls = [(a.call_id, a.tool, a.input) for a in actions[event.step]]
+            calls = [Call(a.call_id, a.tool, a.input) for a in actions[event.step]]
             run.transcript.add_step(event.raw, event.text, calls)
         elif isinstance(event, ErrorEvent) and event.kind == "format":
-            run.transcript.add_step(event.raw, "", [])
-            run.transcript.add_observation(f"format-{event.step}", event.message)
+            run.transcript.add_correction(event.raw, event.message)
         elif isinstance(event, ObservationEvent):
-            run.transcript.add_observation(event.call_id, event.text)
+            run.transcript.add_observation(event.call_id, event.text, event.is_error)
             action = next((a for a in actions.get(event.step, []) if a.call_id == event.call_id), None)
             tool = run.tools.get(event.tool)
             if action is None or event.text == INTERRUPTED or (tool is not None and tool.volatile):

@@ -7,8 +7,10 @@ calls, even when several calls come in one reply.
 
 from __future__ import annotations
 
-from typing import Any
+import json
+from collections.abc import Sequence
 
+from reactchat.core import ELIDE_MIN_CHARS, Call, Decision, FormatError, elision_note
 from reactchat.messages import (
     AssistantMessage,
     Message,
@@ -22,7 +24,6 @@ from reactchat.messages import (
     UserMessage,
 )
 from reactchat.packs import PromptPack
-from reactchat.react import Decision, FormatError
 
 SYSTEM = (
     "You are a helpful assistant. Use the tools when they help; answer directly when they "
@@ -45,17 +46,28 @@ class NativeTranscript:
     ) -> None:
         self.pack = pack
         self.tools = tools
-        self.messages: list[Message] = [SystemMessage(content=system or SYSTEM)]
+        self.messages: list[Message] = []
+        self._size = sum(len(t.name) + len(t.description) + len(json.dumps(t.input_schema)) for t in tools)
+        self._append(SystemMessage(content=system or SYSTEM))
         for asked, answered in history:
-            self.messages.append(UserMessage(content=asked))
-            self.messages.append(AssistantMessage(parts=[TextPart(text=answered)]))
-        self.messages.append(UserMessage(content=question))
-        #: characters in the prompt, for the context budget
-        self.size = sum(len(getattr(m, "content", "") or getattr(m, "text", "")) for m in self.messages)
-        self.size += sum(len(t.description) + len(str(t.input_schema)) for t in tools)
+            self._append(UserMessage(content=asked))
+            self._append(AssistantMessage(parts=[TextPart(text=answered)]))
+        self._append(UserMessage(content=question))
         self._call_names: dict[str, str] = {}
 
-    def add_step(self, raw: str, thought: str, calls: list[tuple[str, str, Any]]) -> None:
+    @property
+    def size(self) -> int:
+        """Characters in the prompt: every message's content and the tools' schemas."""
+        return self._size
+
+    def _append(self, message: Message, index: int | None = None) -> None:
+        if index is None:
+            self.messages.append(message)
+        else:
+            self.messages.insert(index, message)
+        self._size += message_size(message)
+
+    def add_step(self, raw: str, thought: str, calls: Sequence[Call]) -> None:
         """Record the assistant's message: its text and its tool calls."""
         parts: list[TextPart | ToolCallPart] = []
         text = thought or raw
@@ -64,21 +76,12 @@ class NativeTranscript:
         for call_id, tool, value in calls:
             self._call_names[call_id] = tool
             parts.append(ToolCallPart(id=call_id, name=tool, input=value))
-        self.messages.append(AssistantMessage(parts=parts))
-        self.size += len(text) + sum(len(str(value)) + len(tool) for _, tool, value in calls)
+        self._append(AssistantMessage(parts=parts))
 
-    def add_observation(self, call_id: str, text: str) -> None:
-        """A tool result for a call, or a correction sent as a user message.
-
-        Results are kept in the order of the calls even when one arrives late (the
-        answer to an ask_user question comes after the other calls of its step).
-        """
-        self.size += len(text)
-        name = self._call_names.get(call_id)
-        if name is None:
-            self.messages.append(UserMessage(content=text))
-            return
-        result = ToolResultMessage(call_id=call_id, name=name, content=text)
+    def add_observation(self, call_id: str, text: str, is_error: bool = False) -> None:
+        """The result of a call, kept in the order of the calls even when one arrives late
+        (the answer to an ask_user question comes after the other calls of its step)."""
+        result = ToolResultMessage(call_id=call_id, name=self._call_names[call_id], content=text, is_error=is_error)
         index = len(self.messages)
         while index > 0 and isinstance(self.messages[index - 1], ToolResultMessage):
             index -= 1
@@ -86,25 +89,30 @@ class NativeTranscript:
         order = (
             [p.id for p in owner.parts if isinstance(p, ToolCallPart)] if isinstance(owner, AssistantMessage) else []
         )
-        if call_id in order:
-            position = order.index(call_id)
-            while (
-                index < len(self.messages)
-                and isinstance(self.messages[index], ToolResultMessage)
-                and order.index(self.messages[index].call_id) < position  # type: ignore[union-attr]
-            ):
-                index += 1
-            self.messages.insert(index, result)
-        else:
-            self.messages.append(result)
+        if call_id not in order:
+            self._append(result)
+            return
+        position = order.index(call_id)
+        while (
+            index < len(self.messages)
+            and isinstance(self.messages[index], ToolResultMessage)
+            and order.index(self.messages[index].call_id) < position  # type: ignore[union-attr]
+        ):
+            index += 1
+        self._append(result, index)
+
+    def add_correction(self, raw: str, correction: str) -> None:
+        """A reply that could not be read, then the correction as a user message."""
+        self._append(AssistantMessage(parts=[TextPart(text=raw)] if raw else []))
+        self._append(UserMessage(content=correction))
 
     def elide_oldest(self) -> bool:
         """Shorten the oldest long tool result; False if none is left."""
         for index, message in enumerate(self.messages):
-            if isinstance(message, ToolResultMessage) and len(message.content) > 200:
-                note = f"[{len(message.content)} characters elided to fit the context budget]"
-                self.messages[index] = message.model_copy(update={"content": note})
-                self.size += len(note) - len(message.content)
+            if isinstance(message, ToolResultMessage) and len(message.content) > ELIDE_MIN_CHARS:
+                shorter = message.model_copy(update={"content": elision_note(len(message.content))})
+                self.messages[index] = shorter
+                self._size += message_size(shorter) - message_size(message)
                 return True
         return False
 
@@ -129,7 +137,7 @@ class NativeTranscript:
         text = reply.text
         calls = reply.tool_calls
         if calls:
-            return Decision(text, text, [(c.id, c.name, c.input) for c in calls])
+            return Decision(text, text, [Call(c.id, c.name, c.input) for c in calls])
         if not text.strip():
             raise FormatError("Your reply was empty: call a tool or write the answer.", kind="empty")
         return Decision("", text, [], text.strip())
@@ -137,3 +145,16 @@ class NativeTranscript:
     def read_final(self, reply: Reply) -> str:
         """The answer from a reply to ``request(final=True)``."""
         return reply.text.strip()
+
+
+def message_size(message: Message) -> int:
+    """A message's length in characters: its text, and its tool calls' names and arguments."""
+    if isinstance(message, AssistantMessage):
+        size = 0
+        for part in message.parts:
+            if isinstance(part, TextPart):
+                size += len(part.text)
+            else:
+                size += len(part.name) + len(part.input if isinstance(part.input, str) else json.dumps(part.input))
+        return size
+    return len(message.content)

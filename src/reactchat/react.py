@@ -2,7 +2,7 @@
 
 ``parse(text)`` reads one model step and returns an ``Action`` or a ``FinalAnswer``,
 or raises ``FormatError`` whose message is the correction shown to the model.
-The rules (a contract, see DESIGN.md):
+The rules (a contract):
 
 * the first complete step wins: an Action followed by a Final Answer runs the action;
 * anything after a model-written ``Observation:`` is discarded;
@@ -20,10 +20,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, Literal
 
+from reactchat.core import ELIDE_MIN_CHARS, Call, Decision, FormatError, elision_note
 from reactchat.messages import (
     AssistantMessage,
     ReactLabels,
@@ -38,14 +40,6 @@ from reactchat.messages import (
 from reactchat.packs import EN_CORRECTIONS, PromptPack, get_pack
 
 
-class FormatError(ValueError):
-    """The model's step does not follow the format; ``str(error)`` is the correction."""
-
-    def __init__(self, message: str, kind: str = "format") -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
 @dataclass(frozen=True)
 class Action:
     """The model asks to call ``tool`` with ``input``."""
@@ -55,20 +49,6 @@ class Action:
     thought: str = ""
     #: the step as the model wrote it, up to the end of the Action Input
     raw: str = ""
-
-
-@dataclass(frozen=True)
-class Decision:
-    """What the engine does after one model reply: run ``calls``, or finish with ``answer``.
-
-    Each call is ``(call_id, tool, input)``; the call id is ``None`` when the protocol
-    does not name calls (text ReAct) and the engine assigns one.
-    """
-
-    thought: str
-    raw: str
-    calls: list[tuple[str | None, str, ToolInput]]
-    answer: str | None = None
 
 
 @dataclass(frozen=True)
@@ -360,13 +340,23 @@ class ReactTranscript:
         self.system = SystemMessage(content=f"{system}\n\n{instructions}" if system else instructions)
         self.user = UserMessage(content=_question_block(pack, history, question))
         self.stop = [f"\n{labels.observation}:", f"\n{labels.observation} :"]
-        self._chunks: list[str] = [self._thought]
-        self._elided: dict[str, tuple[int, str]] = {}
-        #: characters in the prompt, for the context budget
-        self.size = len(self.system.content) + len(self.user.content) + len(self._thought)
+        self._chunks: list[str] = []
+        #: observations that may still be elided: call id (or correction key) → chunk index
+        self._elidable: dict[str, int] = {}
+        self._size = len(self.system.content) + len(self.user.content)
+        self._append(self._thought)
 
-    def add_step(self, raw: str, thought: str, calls: list[tuple[str, str, Any]]) -> None:
-        """Record what the model wrote for one step (an action, or a format error)."""
+    @property
+    def size(self) -> int:
+        """Characters in the prompt (system, user and scratchpad)."""
+        return self._size
+
+    def _append(self, chunk: str) -> None:
+        self._chunks.append(chunk)
+        self._size += len(chunk)
+
+    def add_step(self, raw: str, thought: str, calls: Sequence[Call]) -> None:
+        """Record what the model wrote for one step."""
         raw = raw.rstrip()
         if raw.lstrip().startswith(self._thought):
             raw = raw.lstrip()[len(self._thought) :]
@@ -378,24 +368,29 @@ class ReactTranscript:
                 raw += f"\n{labels.action}: {tool}\n{labels.action_input}: {input_json(value)}"
         elif not raw[0].isspace():
             raw = " " + raw
-        self._chunks.append(raw)
-        self.size += len(raw)
+        self._append(raw)
 
-    def add_observation(self, call_id: str, text: str) -> None:
-        """Append an observation (or a format correction) and the next ``Thought:``."""
-        self._chunks.append(f"\n{self._observation} ")
-        self._elided[call_id] = (len(self._chunks), text)
-        self._chunks.append(text)
-        self._chunks.append(f"\n{self._thought}")
-        self.size += len(text) + len(self._observation) + len(self._thought) + 3
+    def add_observation(self, call_id: str, text: str, is_error: bool = False) -> None:
+        """Append an observation and the next ``Thought:`` (an error reads like any other result)."""
+        self._append(f"\n{self._observation} ")
+        self._elidable[call_id] = len(self._chunks)
+        self._append(text)
+        self._append(f"\n{self._thought}")
+
+    def add_correction(self, raw: str, correction: str) -> None:
+        """A step that could not be parsed, then the correction as its observation."""
+        self.add_step(raw, "", [])
+        self._append(f"\n{self._observation} {correction}\n{self._thought}")
 
     def elide_oldest(self) -> bool:
-        """Replace the oldest remaining observation with a note; False if none is left."""
-        for call_id, (index, text) in self._elided.items():
-            if len(text) > 200:
-                self._chunks[index] = f"[{len(text)} characters elided to fit the context budget]"
-                self.size += len(self._chunks[index]) - len(text)
-                del self._elided[call_id]
+        """Replace the oldest remaining long observation with a note; False if none is left."""
+        for call_id, index in self._elidable.items():
+            text = self._chunks[index]
+            if len(text) > ELIDE_MIN_CHARS:
+                note = elision_note(len(text))
+                self._chunks[index] = note
+                self._size += len(note) - len(text)
+                del self._elidable[call_id]
                 return True
         return False
 
@@ -423,7 +418,7 @@ class ReactTranscript:
         step = parse(reply.text, self.pack, self.tool_names)
         if isinstance(step, FinalAnswer):
             return Decision(step.thought, step.raw, [], step.answer)
-        return Decision(step.thought, step.raw, [(None, step.tool, step.input)])
+        return Decision(step.thought, step.raw, [Call("", step.tool, step.input)])
 
     def read_final(self, reply: Reply) -> str:
         """The answer from a reply to ``request(final=True)``."""

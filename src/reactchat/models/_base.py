@@ -6,10 +6,11 @@ import importlib
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
+from reactchat.errors import ConfigError, ReactchatError
 from reactchat.messages import Reply, Request
 
 
-class ModelError(Exception):
+class ModelError(ReactchatError):
     """A model call failed in a way the operator must fix (bad key, unreachable server)."""
 
 
@@ -61,13 +62,13 @@ def resolve_model(spec: str | Model) -> Model:
     target = _PROVIDERS.get(prefix)
     if target is None:
         known = ", ".join(sorted(_PROVIDERS))
-        raise ValueError(f"unknown model spec {spec!r}: use one of {known} (e.g. 'openai:gpt-4o-mini')")
+        raise ConfigError(f"unknown model spec {spec!r}: use one of {known} (e.g. 'openai:gpt-4o-mini')")
     module_name, _, attr = target.partition(":")
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("reactchat"):
-            raise ValueError(f"model provider {prefix!r} is not available in this version") from exc
+            raise ConfigError(f"model provider {prefix!r} is not available in this version") from exc
         raise
     factory: Callable[[str], Model] = getattr(module, attr)
     return factory(rest)

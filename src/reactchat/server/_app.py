@@ -123,7 +123,7 @@ def error(status: int, message: str, kind: str) -> JSONResponse:
 
 def _error_handlers(app: FastAPI) -> None:
     async def not_found(request: Request, exc: Exception) -> Response:
-        return error(404, f"{exc}: create one with POST /v1/sessions", "not_found")
+        return error(404, f"{exc} (POST /v1/sessions)", "not_found")
 
     async def busy(request: Request, exc: Exception) -> Response:
         return error(409, str(exc), "session_busy")

@@ -11,19 +11,8 @@ from __future__ import annotations
 import importlib
 from typing import Protocol, runtime_checkable
 
+from reactchat.errors import AlreadyAnswered, ConfigError, SessionBusy, SessionNotFound
 from reactchat.messages import Event
-
-
-class SessionNotFound(LookupError):
-    """No session has this id."""
-
-
-class SessionBusy(RuntimeError):
-    """Another turn of this session is running; nothing was recorded for this message."""
-
-
-class AlreadyAnswered(RuntimeError):
-    """The question this message answers is no longer pending (someone answered it)."""
 
 
 @runtime_checkable
@@ -90,7 +79,7 @@ def resolve_store(spec: str | Store) -> Store:
     scheme = spec.split(":", 1)[0]
     target = _SCHEMES.get(scheme)
     if target is None:
-        raise ValueError(f"unknown store {spec!r}: use 'memory:', 'sqlite:///path.db' or 'postgresql://user@host/db'")
+        raise ConfigError(f"unknown store {spec!r}: use 'memory:', 'sqlite:///path.db' or 'postgresql://user@host/db'")
     module_name, _, attr = target.partition(":")
     factory = getattr(importlib.import_module(module_name), attr)
     store: Store = factory(spec)

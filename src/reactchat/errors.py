@@ -1,0 +1,97 @@
+"""The errors reactchat raises on purpose: one family, ``ReactchatError``.
+
+Each error builds its message from its arguments, and the message says what to do:
+callers raise ``SessionNotFound(session)``, they do not format it. Where an error also
+belongs to a built-in family (a missing session is a ``LookupError``, a bad setting a
+``ValueError``), it inherits from that too, so ``except ValueError`` keeps working.
+
+Errors the *model* can fix (a broken step, bad tool arguments) never reach the
+caller: they become observations. The ones here are for the caller or the operator.
+"""
+
+from __future__ import annotations
+
+
+class ReactchatError(Exception):
+    """Base of every error reactchat raises on purpose."""
+
+
+class ConfigError(ReactchatError, ValueError):
+    """A setting cannot work (an unknown model spec, a bad store URL, a bad option)."""
+
+
+class SessionNotFound(ReactchatError, LookupError):
+    """No session has this id."""
+
+    def __init__(self, session: str) -> None:
+        super().__init__(
+            f"no session {session!r}: it was never created or has been deleted; start a new session instead"
+        )
+        self.session = session
+
+
+class SessionBusy(ReactchatError, RuntimeError):
+    """Another turn of this session is running; nothing was recorded for this message."""
+
+    def __init__(self, session: str, *, changed: bool = False) -> None:
+        if changed:
+            message = (
+                f"session {session} changed while this message arrived (another message was taken "
+                "first); nothing was recorded: reload the session and send it again"
+            )
+        else:
+            message = f"session {session} is busy with another turn; nothing was recorded: send it again when it ends"
+        super().__init__(message)
+        self.session = session
+
+
+class AlreadyAnswered(ReactchatError, RuntimeError):
+    """The pending item this message answers is no longer pending (someone answered it)."""
+
+    def __init__(self, session: str, reply_to: str) -> None:
+        super().__init__(
+            f"question {reply_to} of session {session} is no longer pending (it was answered or the "
+            "turn moved on); nothing was recorded: reload the session to see its current state"
+        )
+        self.session = session
+        self.reply_to = reply_to
+
+
+class NothingToRun(ReactchatError, ValueError):
+    """``resume`` (or a run without a message) found no open turn to continue."""
+
+    def __init__(self, session: str) -> None:
+        super().__init__(f"session {session} has no open turn to resume: send a message to start one")
+        self.session = session
+
+
+class TurnFailed(ReactchatError):
+    """A turn ended without an answer (its model failed, or it was cut off); it stays open.
+
+    The session keeps every durable step: ``agent.resume(session)`` (or the next message)
+    continues from the last one once the cause is fixed.
+    """
+
+    def __init__(self, session: str, cause: str) -> None:
+        super().__init__(f"the turn of session {session} ended without an answer: {cause}")
+        self.session = session
+        self.cause = cause
+
+
+class InsideEventLoop(ReactchatError, RuntimeError):
+    """``Agent.run`` (the sync wrapper) was called from code already running an event loop."""
+
+    def __init__(self) -> None:
+        super().__init__("Agent.run() cannot be called inside a running event loop: use 'await agent.arun(...)'")
+
+
+__all__ = [
+    "AlreadyAnswered",
+    "ConfigError",
+    "InsideEventLoop",
+    "NothingToRun",
+    "ReactchatError",
+    "SessionBusy",
+    "SessionNotFound",
+    "TurnFailed",
+]
