@@ -170,6 +170,19 @@ class Request(_Model):
     max_tokens: int | None = None
 
 
+# ------------------------------------------------------------------------ plans
+
+
+class PlanStep(_Model):
+    """One step of a plan: a task for an executor (``agent``: a sub-agent's name, or None
+    for the planning agent's own tools), its status and, once run, its result."""
+
+    task: str
+    agent: str | None = None
+    status: Literal["pending", "done", "failed", "skipped"] = "pending"
+    result: str | None = None
+
+
 # ------------------------------------------------------------------------ events
 
 

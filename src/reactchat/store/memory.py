@@ -17,6 +17,7 @@ class MemoryStore:
         self.url = "memory:"
         self._events: dict[str, list[Event]] = {}
         self._locks: dict[str, tuple[str, float]] = {}
+        self._reflections: dict[str, list[tuple[float, str]]] = {}
 
     async def create_session(self, session_id: str | None = None) -> str:
         """Create a session and return its id."""
@@ -68,6 +69,20 @@ class MemoryStore:
 
     async def close(self) -> None:
         """Nothing to release."""
+
+    async def reflections(self, key: str, limit: int, since: float) -> list[str]:
+        """The newest ``limit`` reflections under ``key`` made after ``since``, oldest first."""
+        kept = [text for at, text in self._reflections.get(key, []) if at > since]
+        return kept[-limit:] if limit > 0 else []
+
+    async def add_reflection(self, key: str, text: str, at: float, keep: int, expire_before: float) -> None:
+        """Keep a reflection; only the newest ``keep`` under ``key`` stay, none from before ``expire_before``."""
+        self._reflections.setdefault(key, []).append((at, text))
+        for name in list(self._reflections):
+            rows = sorted((row for row in self._reflections[name] if row[0] >= expire_before), key=lambda r: r[0])
+            if name == key:
+                rows = rows[-keep:] if keep > 0 else []
+            self._reflections[name] = rows
 
 
 def from_url(url: str) -> MemoryStore:

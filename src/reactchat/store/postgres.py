@@ -13,6 +13,7 @@ recorded in ``reactchat_migrations``; turn locks differ, see below); tables pref
            turn INTEGER, step INTEGER, type TEXT, at DOUBLE PRECISION,
            body JSON,                       -- the event as written by ``EVENTS.dump_json``
            PRIMARY KEY (session, seq))
+    reflections(id BIGSERIAL, key TEXT, at DOUBLE PRECISION, text TEXT)   -- see reactchat.reflect
 
 ``body`` is ``json``, not ``jsonb``: it keeps the text as written and accepts ``\\u0000``,
 which a tool's output may contain. Each ``append`` is one transaction (autocommitted when it holds one event), durable
@@ -69,6 +70,19 @@ MIGRATIONS: list[tuple[str, list[str]]] = [
                 PRIMARY KEY (session, seq)
             )""",
             "CREATE INDEX sessions_created ON sessions(created_at)",
+        ],
+    ),
+    (
+        # Reflexion's memory across sessions: reflections by task fingerprint (see reactchat.reflect)
+        "m002_reflections",
+        [
+            """CREATE TABLE reflections (
+                id BIGSERIAL PRIMARY KEY,
+                key TEXT NOT NULL,
+                at DOUBLE PRECISION NOT NULL,
+                text TEXT NOT NULL
+            )""",
+            "CREATE INDEX reflections_key_at ON reflections(key, at)",
         ],
     ),
 ]
@@ -234,6 +248,29 @@ class PostgresStore:
                 if attempt == 4:
                     raise
                 await asyncio.sleep(0.001 * (attempt + 1))
+
+    # ------------------------------------------------------------------ reflections
+
+    async def reflections(self, key: str, limit: int, since: float) -> list[str]:
+        """The newest ``limit`` reflections under ``key`` made after ``since``, oldest first."""
+        async with self._db() as db:
+            cursor = await db.execute(
+                "SELECT text FROM reflections WHERE key = %s AND at > %s ORDER BY at DESC, id DESC LIMIT %s",
+                (key, since, limit),
+            )
+            rows = await cursor.fetchall()
+        return [text for (text,) in reversed(rows)]
+
+    async def add_reflection(self, key: str, text: str, at: float, keep: int, expire_before: float) -> None:
+        """Keep a reflection; only the newest ``keep`` under ``key`` stay, none from before ``expire_before``."""
+        async with self._db() as db, db.transaction():
+            await db.execute("INSERT INTO reflections (key, at, text) VALUES (%s, %s, %s)", (key, at, text))
+            await db.execute("DELETE FROM reflections WHERE at < %s", (expire_before,))
+            await db.execute(
+                """DELETE FROM reflections WHERE key = %(key)s AND id NOT IN
+                   (SELECT id FROM reflections WHERE key = %(key)s ORDER BY at DESC, id DESC LIMIT %(keep)s)""",
+                {"key": key, "keep": keep},
+            )
 
     # ------------------------------------------------------------------ turn locks
 

@@ -14,6 +14,7 @@ prefixed ``kb_`` for the knowledge base, and must leave these alone)::
            body TEXT,                       -- the event as JSON (``EVENTS.dump_json``)
            PRIMARY KEY (session, seq))
     session_locks(session TEXT PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER, expires REAL)
+    reflections(key TEXT, at REAL, text TEXT)   -- Reflexion's memory across sessions (reactchat.reflect)
 
 Events are append-only; the state of a session is derived from them. Durability: WAL
 with ``synchronous=NORMAL``, so every committed event survives a killed process (a
@@ -74,6 +75,13 @@ def m001_sessions_events_locks(db: sqlite3.Connection) -> None:
         )"""
     )
     db.execute("CREATE INDEX sessions_created ON sessions(created_at)")
+
+
+@migration
+def m002_reflections(db: sqlite3.Connection) -> None:
+    # Reflexion's memory across sessions: reflections by task fingerprint (see reactchat.reflect)
+    db.execute("CREATE TABLE reflections (key TEXT NOT NULL, at REAL NOT NULL, text TEXT NOT NULL)")
+    db.execute("CREATE INDEX reflections_key_at ON reflections(key, at)")
 
 
 class SqliteStore:
@@ -182,6 +190,34 @@ class SqliteStore:
                 db.execute("ROLLBACK")
             if isinstance(exc, sqlite3.IntegrityError) and "FOREIGN KEY" in str(exc):
                 raise SessionNotFound(events[0].session) from None
+            raise
+
+    # ------------------------------------------------------------------ reflections
+
+    async def reflections(self, key: str, limit: int, since: float) -> list[str]:
+        """The newest ``limit`` reflections under ``key`` made after ``since``, oldest first."""
+        rows = self.db.execute(
+            "SELECT text FROM reflections WHERE key = ? AND at > ? ORDER BY at DESC, rowid DESC LIMIT ?",
+            (key, since, limit),
+        ).fetchall()
+        return [text for (text,) in reversed(rows)]
+
+    async def add_reflection(self, key: str, text: str, at: float, keep: int, expire_before: float) -> None:
+        """Keep a reflection; only the newest ``keep`` under ``key`` stay, none from before ``expire_before``."""
+        db = self.db
+        db.execute("BEGIN IMMEDIATE")
+        try:
+            db.execute("INSERT INTO reflections (key, at, text) VALUES (?, ?, ?)", (key, at, text))
+            db.execute("DELETE FROM reflections WHERE at < ?", (expire_before,))
+            db.execute(
+                """DELETE FROM reflections WHERE key = ?1 AND rowid NOT IN
+                   (SELECT rowid FROM reflections WHERE key = ?1 ORDER BY at DESC, rowid DESC LIMIT ?2)""",
+                (key, keep),
+            )
+            db.execute("COMMIT")
+        except BaseException:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
             raise
 
     # ------------------------------------------------------------------ turn locks
