@@ -18,6 +18,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from reactchat.core import FormatError
 from reactchat.messages import PlanStep, Request, SystemMessage, ToolSpec, UserMessage
 from reactchat.packs import PromptPack
 from reactchat.react import parse_input
@@ -26,7 +27,7 @@ from reactchat.react import parse_input
 PLANNER_RETRIES = 2
 
 
-class PlanError(ValueError):
+class PlanError(FormatError):
     """A planner or replanner reply that cannot be used; ``str(error)`` is the correction."""
 
 
