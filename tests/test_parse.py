@@ -152,3 +152,90 @@ def test_a_final_answer_keeps_lines_that_only_look_like_labels() -> None:
     assert step.answer == "Steps:\n1. Action: call the bank\n2. Input: your PIN\n- Thought: be calm"
     step = parse("Thought: t\nFinal Answer: 42\nThought: hmm\nAction: search\nAction Input: {}")
     assert isinstance(step, FinalAnswer) and step.answer == "42"
+
+
+# ------------------------------------------------------- the formats real models write
+
+
+def test_numbered_labels_of_the_react_paper() -> None:
+    step = parse("Thought 3: I need the elevation.\nAction 3: Search[High Plains]\nObservation 3: imagined")
+    assert isinstance(step, Action) and (step.tool, step.input) == ("Search", "High Plains")
+    assert step.thought == "I need the elevation."
+    step = parse('**Thought 12:** t\n**Action 12:** add\n**Action Input 12:** {"a": 1}')
+    assert isinstance(step, Action) and step.input == {"a": 1}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Thought: done\nAction: Finish[1,800 to 7,000 ft]",
+        "Thought 5: done\nAction 5: Finish[1,800 to 7,000 ft]",
+        "Thought: done\nAction: Final Answer\nAction Input: 1,800 to 7,000 ft",
+        'Thought: done\nAction: final_answer\nAction Input: "1,800 to 7,000 ft"',
+    ],
+)
+def test_finish_is_the_final_answer(text: str) -> None:
+    step = parse(text, tool_names="Search, Lookup")
+    assert isinstance(step, FinalAnswer) and step.answer == "1,800 to 7,000 ft" and step.thought == "done"
+
+
+def test_a_tool_named_finish_is_a_tool() -> None:
+    step = parse("Thought: close it\nAction: Finish[ticket 4]", tool_names="Search, Finish")
+    assert isinstance(step, Action) and step.tool == "Finish" and step.input == "ticket 4"
+
+
+def test_an_empty_finish_is_a_format_error() -> None:
+    with pytest.raises(FormatError) as info:
+        parse("Thought: done\nAction: Finish[ ]")
+    assert info.value.kind == "empty_answer"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'Thought: t\nAction:\n```\n{"action": "add", "action_input": {"a": 1}}\n```',
+        'Thought: t\nAction:\n```json\n{\n  "action": "add",\n  "action_input": {"a": 1}\n}\n```',
+        'Thought: t\nAction: {"action": "add", "action_input": {"a": 1}}',
+        'Thought: t\n```json\n{"action": "add", "action_input": {"a": 1}}\n```',
+        '```json\n{"action": "add", "action_input": {"a": 1}}\n```',
+        "Thought: t\nAction:\n```\n{'action': 'add', 'action_input': {'a': 1},}\n```",
+    ],
+)
+def test_json_action_blobs(text: str) -> None:
+    step = parse(text)
+    assert isinstance(step, Action) and (step.tool, step.input) == ("add", {"a": 1})
+    assert step.thought in ("t", "")
+
+
+def test_a_json_blob_whose_action_is_final_answer_is_the_answer() -> None:
+    step = parse('Thought: I know\nAction:\n```json\n{"action": "Final Answer", "action_input": "It is 4."}\n```')
+    assert isinstance(step, FinalAnswer) and step.answer == "It is 4." and step.thought == "I know"
+
+
+def test_json_in_a_thought_without_both_blob_keys_is_not_an_action() -> None:
+    with pytest.raises(FormatError) as info:
+        parse('Thought: the user sent {"action": "dance"} as data')
+    assert info.value.kind == "no_decision"
+
+
+def test_reasoning_blocks_are_neither_thoughts_nor_actions() -> None:
+    text = (
+        '<think>\nMaybe Action: wrong\nAction Input: {"a": 0}\nFinal Answer: 0\n</think>\n'
+        'Thought: right\nAction: add\nAction Input: {"a": 1}'
+    )
+    step = parse(text)
+    assert isinstance(step, Action) and step.input == {"a": 1} and step.thought == "right"
+    assert "<think>" not in step.raw and "wrong" not in step.raw
+
+
+def test_a_reasoning_block_the_template_opened_ends_at_its_closing_tag() -> None:
+    step = parse("so the answer is 3? Final Answer: 3\n</think>\n\nThought: checked\nFinal Answer: 4")
+    assert isinstance(step, FinalAnswer) and step.answer == "4" and step.thought == "checked"
+
+
+def test_an_unclosed_reasoning_block_hides_everything_after_it() -> None:
+    with pytest.raises(FormatError) as info:
+        parse('<think>\nThought: t\nAction: add\nAction Input: {"a": 1}\nand then')
+    assert info.value.kind == "no_label"
+    step = parse("Thought: t\nFinal Answer: 5\n<think>an afterthought")
+    assert isinstance(step, FinalAnswer) and step.answer == "5"

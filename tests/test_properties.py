@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reactchat import Action, Agent, FinalAnswer, FormatError, ScriptedModel, calculator, tool
+from reactchat.formats import calls_in_text
 from reactchat.react import parse
 
 VALID_STEPS = [
@@ -16,8 +18,31 @@ VALID_STEPS = [
     "Thought: look\nAction: lookup\nAction Input: {'key': 'a',}",
     "Thought: x\nAction: Search[Colorado orogeny]",
     "Pensée : fini\nRéponse finale : 4",
+    "Thought 2: x\nAction 2: Search[High Plains]",
+    "Thought 3: done\nAction 3: Finish[4]",
+    'Thought: t\nAction:\n```json\n{"action": "lookup", "action_input": {"key": "a"}}\n```',
+    "<think>\nAction: lookup\n</think>\nThought: t\nFinal Answer: 4",
 ]
-LABELS = ["Thought:", "Action:", "Action Input:", "Observation:", "Final Answer:", "Answer:", "PAUSE", "```", "{", "}"]
+LABELS = [
+    "Thought:",
+    "Action:",
+    "Action Input:",
+    "Observation:",
+    "Final Answer:",
+    "Answer:",
+    "PAUSE",
+    "```",
+    "{",
+    "}",
+    "Thought 2:",
+    "Finish[",
+    "]",
+    "<think>",
+    "</think>",
+    '{"action": "lookup", "action_input": ',
+    "<tool_call>",
+    "[TOOL_CALLS]",
+]
 
 
 @st.composite
@@ -58,6 +83,50 @@ def test_parse_raises_nothing_but_format_error(text: str, language: str) -> None
         json.dumps(step.input)
     else:
         assert step.answer.strip()
+
+
+def _reading(text: str) -> object:
+    try:
+        return parse(text)
+    except FormatError as error:
+        return error.kind
+
+
+@given(st.sampled_from(VALID_STEPS), model_output)
+@settings(max_examples=200, deadline=None)
+def test_a_reasoning_block_never_changes_the_step(step: str, reasoning: str) -> None:
+    """Whatever a ``<think>`` block holds (labels, actions, answers), the step reads the
+    same as without it, before the step or opened by the template."""
+    reasoning = re.sub(r"</?think(ing)?>", "", reasoning, flags=re.IGNORECASE)
+    expected = _reading(step)
+    assert _reading(f"<think>{reasoning}</think>\n{step}") == expected
+    assert _reading(f"{reasoning}\n</think>\n{step}") == expected
+
+
+CALL_TEXTS = [
+    '<tool_call>\n{"name": "lookup", "arguments": {"key": "a"}}\n</tool_call>',
+    '[TOOL_CALLS][{"name": "lookup", "arguments": {"key": "a"}}]',
+    '[TOOL_CALLS]lookup[ARGS]{"key": "a"}',
+    '<|python_tag|>{"name": "lookup", "parameters": {"key": "a"}}',
+    '{"name": "lookup", "parameters": {"key": "a"}}; {"name": "lookup", "parameters": {"key": "b"}}',
+    '<function=lookup>{"key": "a"}</function>',
+    "[lookup(key='a')]",
+]
+
+
+@given(st.one_of(st.text(max_size=200), st.sampled_from(CALL_TEXTS).map(lambda t: t * 2)), st.data())
+@settings(max_examples=300, deadline=None)
+def test_in_text_tool_calls_never_raise_and_get_unique_ids(text: str, data: st.DataObject) -> None:
+    cut = data.draw(st.integers(0, len(text)))
+    for candidate in (text, text[:cut], text[cut:]):
+        found = calls_in_text(candidate, ["lookup"])
+        if found is None:
+            continue
+        ids = [call_id for call_id, _, _ in found.calls]
+        assert found.calls and len(set(ids)) == len(ids)
+        for _, name, value in found.calls:
+            assert isinstance(name, str) and isinstance(value, dict | str)
+            json.dumps(value)
 
 
 @tool

@@ -11,6 +11,7 @@ import json
 from collections.abc import Sequence
 
 from reactchat.core import ELIDE_MIN_CHARS, Call, Decision, FormatError, elision_note
+from reactchat.formats import reply_calls, strip_reasoning
 from reactchat.messages import (
     AssistantMessage,
     Message,
@@ -134,17 +135,16 @@ class NativeTranscript:
 
     def read(self, reply: Reply) -> Decision:
         """The reply's tool calls, or its text as the final answer."""
-        text = reply.text
-        calls = reply.tool_calls
+        text, calls = reply_calls(reply, [t.name for t in self.tools])  # calls written in the text too
         if calls:
-            return Decision(text, text, [Call(c.id, c.name, c.input) for c in calls])
+            return Decision(text, text, calls)
         if not text.strip():
             raise FormatError("Your reply was empty: call a tool or write the answer.", kind="empty")
         return Decision("", text, [], text.strip())
 
     def read_final(self, reply: Reply) -> str:
         """The answer from a reply to ``request(final=True)``."""
-        return reply.text.strip()
+        return strip_reasoning(reply.text).strip()
 
 
 def message_size(message: Message) -> int:

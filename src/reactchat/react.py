@@ -26,6 +26,7 @@ from functools import cache
 from typing import Any, Literal
 
 from reactchat.core import ELIDE_MIN_CHARS, Call, Decision, FormatError, elision_note
+from reactchat.formats import strip_reasoning
 from reactchat.messages import (
     AssistantMessage,
     ReactLabels,
@@ -82,8 +83,9 @@ def _label_pattern(pack: PromptPack) -> tuple[re.Pattern[str], dict[str, Kind]]:
                 names.setdefault(spelling.casefold(), kind)  # type: ignore[arg-type]
     # longest first so that "Action Input" wins over "Action"
     alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    # "Thought 3:" / "Action 3:": the ReAct paper's trajectories number their labels
     pattern = re.compile(
-        rf"^([ \t>#*_\-]*(?:\d+\.\s*)?)[*_]*({alternatives})[*_]*[ \t]*[:：][*_]*[ \t]*",
+        rf"^([ \t>#*_\-]*(?:\d+\.\s*)?)[*_]*({alternatives})(?:[ \t]*\d{{1,3}})?[*_]*[ \t]*[:：][*_]*[ \t]*",
         re.IGNORECASE | re.MULTILINE,
     )
     return pattern, names
@@ -101,10 +103,12 @@ def parse(text: str, pack: PromptPack | str = "en", tool_names: str = "") -> Act
     """Parse one model step (the text written after ``Thought:``).
 
     Returns an ``Action`` or a ``FinalAnswer``; raises ``FormatError`` whose message is
-    the correction to show the model (``tool_names`` is listed in it when given).
+    the correction to show the model (``tool_names``, comma-separated, is listed in it
+    when given, and a tool of that name wins over ``Finish``).
     """
     pack = get_pack(pack)
     names_note = tool_names or "the tools listed above"
+    text = strip_reasoning(text)
     pattern, names = _label_pattern(pack)
     segments: list[tuple[Kind | None, str, int]] = []  # (kind, content, end offset of content)
     matches = list(pattern.finditer(text))
@@ -114,17 +118,19 @@ def parse(text: str, pack: PromptPack | str = "en", tool_names: str = "") -> Act
         end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
         segments.append((names[match.group(2).casefold()], text[match.end() : end], end))
 
-    if len(segments) == 1:
-        raise _format_error(pack, "no_label", names_note)
-
     thought_parts: list[str] = []
-    if segments[0][1].strip():
-        thought_parts.append(segments[0][1].strip())
-    for index, (kind, content, end) in enumerate(segments[1:], start=1):
-        if kind == "observation":
+    for index, (kind, content, end) in enumerate(segments):
+        if kind is None or kind == "thought":
+            # a JSON action blob may stand after a thought with no "Action:" label, or alone
+            blob = _action_blob(content, strict=True)
+            if blob is not None:
+                head, name, value = blob
+                thought = _join([*thought_parts, head])
+                return _step(pack, name, value, thought, text[:end].rstrip(), tool_names)
+            if content.strip():
+                thought_parts.append(content.strip())
+        elif kind == "observation":
             break  # the model imagined a result: everything after it is discarded
-        if kind == "thought":
-            thought_parts.append(content.strip())
         elif kind == "final_answer":
             end = _answer_end(matches, index, names, text)
             answer = _strip_pause(text[matches[index - 1].end() : end]).strip()
@@ -134,10 +140,9 @@ def parse(text: str, pack: PromptPack | str = "en", tool_names: str = "") -> Act
         elif kind == "action":
             if _is_no_action(content) and any(k == "final_answer" for k, _, _ in segments[index:]):
                 continue  # "Action: None" followed by a final answer
-            return _action(pack, segments, index, _join(thought_parts), text, names_note)
-        elif kind == "action_input":
-            continue  # an input without an action: ignore it, the action is what matters
-    if thought_parts:
+            return _action(pack, segments, index, _join(thought_parts), text, tool_names)
+        # an input without an action is ignored: the action is what matters
+    if len(segments) > 1 and thought_parts:
         raise _format_error(pack, "no_decision", names_note)
     raise _format_error(pack, "no_label", names_note)
 
@@ -166,23 +171,68 @@ def _action(
     index: int,
     thought: str,
     text: str,
-    names_note: str,
-) -> Action:
+    tool_names: str,
+) -> Action | FinalAnswer:
     _, content, end = segments[index]
     name_text = _strip_pause(content).strip()
+    if name_text.startswith(("{", "`")) and (blob := _action_blob(name_text, strict=False)):
+        _, name, value = blob  # LangChain's "Action:" and a JSON blob {"action", "action_input"}
+        return _step(pack, name, value, thought, text[:end].rstrip(), tool_names)
     first_line, _, rest_of_line = name_text.partition("\n")
     name, inline_input = _tool_name(first_line.strip())
     if not name:
-        raise _format_error(pack, "no_tool", names_note)
+        raise _format_error(pack, "no_tool", tool_names or "the tools listed above")
     if index + 1 < len(segments) and segments[index + 1][0] == "action_input":
         _, raw_input, end = segments[index + 1]
-        return Action(tool=name, input=parse_input(raw_input), thought=thought, raw=text[:end].rstrip())
+        return _step(pack, name, parse_input(raw_input), thought, text[:end].rstrip(), tool_names)
     if inline_input is not None:
-        return Action(tool=name, input=parse_input(inline_input), thought=thought, raw=text[:end].rstrip())
+        return _step(pack, name, parse_input(inline_input), thought, text[:end].rstrip(), tool_names)
     # some models put the JSON on the lines right after the tool name
     if rest_of_line.strip():
-        return Action(tool=name, input=parse_input(rest_of_line), thought=thought, raw=text[:end].rstrip())
-    raise _format_error(pack, "no_input", names_note, tool=name)
+        return _step(pack, name, parse_input(rest_of_line), thought, text[:end].rstrip(), tool_names)
+    raise _format_error(pack, "no_input", tool_names or "the tools listed above", tool=name)
+
+
+def _step(
+    pack: PromptPack, name: str, value: ToolInput, thought: str, raw: str, tool_names: str
+) -> Action | FinalAnswer:
+    """An action, or the final answer when the action is the ReAct paper's ``Finish[…]``
+    (or LangChain's ``"Final Answer"``) and no tool has that name."""
+    finishing = {"finish", "final answer", "final_answer", pack.labels.final_answer.casefold()}
+    known = {n.strip().casefold() for n in tool_names.split(",")}
+    if name.casefold() in finishing and name.casefold() not in known:
+        answer = _answer_text(value)
+        if not answer:
+            raise _format_error(pack, "empty_answer", tool_names or "the tools listed above")
+        return FinalAnswer(answer=answer, thought=thought, raw=raw)
+    return Action(tool=name, input=value, thought=thought, raw=raw)
+
+
+def _answer_text(value: ToolInput) -> str:
+    """The answer given as a Finish input: the text, or a one-field object's value."""
+    if isinstance(value, str):
+        return value.strip()
+    texts = [v for v in value.values() if isinstance(v, str)]
+    return texts[0].strip() if len(value) == 1 and texts else json.dumps(value, ensure_ascii=False)
+
+
+def _action_blob(content: str, strict: bool) -> tuple[str, str, ToolInput] | None:
+    """``(text before it, tool, input)`` from a JSON object ``{"action": …, "action_input":
+    …}`` in ``content`` (fenced or not); ``strict`` also requires ``action_input``."""
+    start = content.find("{")
+    if start < 0 or "action" not in content:
+        return None
+    value = parse_input(content[start:])
+    if not (isinstance(value, dict) and isinstance(value.get("action"), str) and value["action"].strip()):
+        return None
+    if strict and "action_input" not in value:
+        return None
+    fence = content.rfind("```", 0, start)
+    head = content[: fence if fence >= 0 else start].strip()
+    arguments = value.get("action_input", {})
+    if not isinstance(arguments, dict | str):
+        arguments = json.dumps(arguments, ensure_ascii=False)
+    return head, value["action"].strip(), arguments if isinstance(arguments, dict) else str(arguments)
 
 
 def _tool_name(text: str) -> tuple[str, str | None]:

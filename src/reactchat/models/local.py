@@ -25,11 +25,11 @@ import importlib.util
 import json
 import os
 import time
-import uuid
 from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
+from reactchat.formats import calls_in_text
 from reactchat.messages import (
     AssistantMessage,
     Reply,
@@ -188,10 +188,9 @@ class LocalModel:
             evaluated_tokens=stats.evaluated_tokens,
         )
         stop_reason: StopReason = stats.stop_reason  # type: ignore[assignment]
-        if request.tools and not prefill:
-            call = _tool_call(text, {t.name for t in request.tools})
-            if call is not None:
-                return Reply(parts=[call], stop_reason="tool_use", usage=usage)
+        if request.tools and not prefill and (found := calls_in_text(text, [t.name for t in request.tools])):
+            calls: list[TextPart | ToolCallPart] = [ToolCallPart(id=i, name=n, input=v) for i, n, v in found.calls]
+            return Reply(parts=calls, stop_reason="tool_use", usage=usage)
         return Reply(parts=[TextPart(text=text)], stop_reason=stop_reason, usage=usage)
 
     def _grammar_for(self, request: Request, prefill: str) -> str | None:
@@ -334,23 +333,3 @@ def _render(runtime: Runtime, chat: list[dict[str, str]]) -> str:
     else:
         rest = [{"role": "user", "content": system}, *rest]
     return str(runtime.template(messages=rest).prompt)
-
-
-def _tool_call(text: str, names: set[str]) -> ToolCallPart | None:
-    """The JSON tool call ``{"tool": ..., "input": ...}`` in a native-protocol reply, if any."""
-    decoder = json.JSONDecoder()
-    start = text.find("{")
-    while start >= 0:
-        try:
-            value, _ = decoder.raw_decode(text, start)
-        except json.JSONDecodeError:
-            value = None
-        if isinstance(value, dict) and value.get("tool") in names:
-            arguments = value.get("input", {})
-            return ToolCallPart(
-                id=f"call_{uuid.uuid4().hex[:12]}",
-                name=str(value["tool"]),
-                input=arguments if isinstance(arguments, dict | str) else json.dumps(arguments),
-            )
-        start = text.find("{", start + 1)
-    return None
