@@ -30,6 +30,7 @@ from reactchat.messages import (
     SystemMessage,
     ToolCallPart,
     ToolResultMessage,
+    ToolSpec,
     UserMessage,
 )
 from reactchat.models import ContextTooLong, _llama
@@ -167,6 +168,39 @@ def test_native_grammar_admits_schema_valid_calls_and_plain_text(model: LocalMod
     assert not accepts(model, grammar, '{"tool": "weather", "input": {"city": "Lyon"}}')
     assert not accepts(model, grammar, '{"tool": "lookup", "input": {"item": 99}}')
     assert not accepts(model, grammar, '{"tool": "convert", "input": {"value": 1, "unit": "m"}}')
+
+
+def test_a_string_pattern_bounds_what_the_grammar_admits(model: LocalModel) -> None:
+    grammar = react_step_grammar(EN, [builtin_calculator.spec])
+    for expression in ("80.16 * 1.15", "10 - 2", "2 ** 10", "15% of 80", "sqrt(81)", "7 × 8 − 5", "1" * 200):
+        assert builtin_calculator.validate({"expression": expression})  # the schema and the tool agree
+        assert accepts(model, grammar, step("Compute.", "calculator", {"expression": expression})), expression
+    for expression in ("{{1.15}} * 80.16", "", "1" * 201, 'x = "1"', "Sqrt(2)"):
+        assert not accepts(model, grammar, step("Compute.", "calculator", {"expression": expression})), expression
+
+
+@pytest.mark.parametrize(
+    ("pattern", "admitted", "refused"),
+    [
+        ("^[a-z]+$", ["a", "z" * 160], ["", "A", "z" * 161]),
+        ("^[0-9]{3}$", ["123"], ["12", "1234"]),
+        ("^[a-c-]{2,}$", ["ab", "a-c"], ["a", "d"]),
+        ("^(yes|no)$", ["yes", "no"], ["maybe"]),  # not one class: llama.cpp's converter takes it
+    ],
+)
+def test_string_patterns_in_any_schema(
+    model: LocalModel, pattern: str, admitted: list[str], refused: list[str]
+) -> None:
+    spec = ToolSpec(
+        name="f",
+        description="f",
+        input_schema={"type": "object", "properties": {"s": {"type": "string", "pattern": pattern}}, "required": ["s"]},
+    )
+    grammar = tool_call_grammar([spec])
+    for value in admitted:
+        assert accepts(model, grammar, json.dumps({"tool": "f", "input": {"s": value}})), value
+    for value in refused:
+        assert not accepts(model, grammar, json.dumps({"tool": "f", "input": {"s": value}})), value
 
 
 # ------------------------------------------------------------------- the real model

@@ -110,6 +110,37 @@ def _integer_bounds(schema: dict[str, Any]) -> tuple[int | None, int | None]:
     return (None if low is None else int(low)), (None if high is None else int(high))
 
 
+# ----------------------------------------------------------------- string patterns
+
+# "^[chars]{m,n}$" and its "+" / "*" forms: one character class, repeated
+_CLASS_PATTERN = re.compile(r"^\^?(\[\^?(?:[^\]\\\"]|\\[\]\-^\\])+\])(?:\{(\d+)(?:,(\d*))?\}|([+*]))\$?$")
+
+
+def pattern_rule(schema: dict[str, Any], default_max: int) -> str | None:
+    """A GBNF rule for a JSON string whose ``pattern`` is one repeated character class
+    (``^[0-9+*/ ().]{1,120}$``), bounded by the pattern, ``maxLength`` or ``default_max``;
+    None for other patterns (llama.cpp's converter takes those).
+
+    llama.cpp's converter unrolls ``{1,120}`` into 120 nested optional groups; GBNF has
+    bounded repetition of its own. A class that admits a quote or a backslash is left to
+    the converter: inside JSON those need escapes.
+    """
+    match = _CLASS_PATTERN.match(str(schema.get("pattern", "")))
+    if match is None:
+        return None
+    char_class, low, high, plus_or_star = match.groups()
+    if char_class.startswith("[^") or "\\\\" in char_class:
+        return None  # a negated class admits quotes and control characters; a backslash needs escaping
+    minimum = int(low) if low else (1 if plus_or_star == "+" else 0)
+    maximum = int(high) if high else (minimum if low and high is None else default_max)
+    if isinstance(schema.get("maxLength"), int):
+        maximum = min(maximum, schema["maxLength"])
+    minimum = max(minimum, int(schema.get("minLength", 0)))
+    if minimum > maximum:
+        return None
+    return f'"\\"" {char_class}{{{minimum},{maximum}}} "\\"" space'
+
+
 # ----------------------------------------------------------------- schema rules
 
 
@@ -153,6 +184,8 @@ def _schema_converter(limits: Limits) -> Any:
             if schema.get("type") == "string" and not _STRING_CONSTRAINTS & schema.keys():
                 char = self._add_primitive("char", strict_char)
                 return self._add_rule(name or "root", f'"\\"" {char}{{0,{limits.string}}} "\\"" space')
+            if schema.get("type") == "string" and (rule := pattern_rule(schema, limits.string)):
+                return self._add_rule(name or "root", rule)
             return super().visit(schema, name)
 
     return BoundedSchemaConverter(prop_order={}, allow_fetch=False, dotall=False, raw_pattern=False)

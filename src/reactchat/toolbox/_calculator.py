@@ -12,7 +12,9 @@ import math
 import operator
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Annotated, Any
+
+from pydantic import Field
 
 from reactchat.tools import tool
 
@@ -153,8 +155,14 @@ def format_number(value: Number) -> str:
     return f"{value:.12g}"
 
 
+#: what an expression may hold: digits, operators, brackets, function names; no braces,
+#: quotes or placeholders, and a length bound (the schema says so, and the local model's
+#: grammar follows it)
+EXPRESSION_PATTERN = r"^[0-9a-z .,=+\-*/%^()×÷−]{1,200}$"
+
+
 @tool(timeout=None)
-def calculator(expression: str) -> str:
+def calculator(expression: Annotated[str, Field(pattern=EXPRESSION_PATTERN)]) -> str:
     """Evaluate an arithmetic expression such as "80.16 * 1.15", "2 ** 10", "sqrt(2)",
     "80.16 + 15%" (a 15% markup) or "15% of 80.16". Numbers only, no variables.
 
