@@ -1,6 +1,58 @@
-"""Built-in tools: ``calculator`` and ``ask_user``."""
+"""Built-in tools: ``calculator``, ``ask_user``, ``web_search``, ``fetch_url``.
+
+``web_search`` reads its backend from ``REACTCHAT_SEARCH`` at each search; build one on
+a chosen backend with ``web_search_tool(SearxNG(url))`` (or ``Tavily()``, ``Brave()``,
+``DuckDuckGo()``, or any object with ``async search(query, k)``).
+"""
 
 from reactchat.toolbox._ask_user import ask_user
 from reactchat.toolbox._calculator import CalculatorError, calculator, evaluate
+from reactchat.toolbox._fetch import (
+    FetchPolicy,
+    FetchRefused,
+    Page,
+    fetch,
+    fetch_url,
+    fetch_url_tool,
+    links_in,
+    read_link,
+)
+from reactchat.toolbox._web_search import (
+    Brave,
+    DuckDuckGo,
+    SearchBackend,
+    SearchConfigError,
+    SearchResult,
+    SearchUnavailable,
+    SearxNG,
+    Tavily,
+    resolve_backend,
+    web_search,
+    web_search_tool,
+)
 
-__all__ = ["CalculatorError", "ask_user", "calculator", "evaluate"]
+__all__ = [
+    "Brave",
+    "CalculatorError",
+    "DuckDuckGo",
+    "FetchPolicy",
+    "FetchRefused",
+    "Page",
+    "SearchBackend",
+    "SearchConfigError",
+    "SearchResult",
+    "SearchUnavailable",
+    "SearxNG",
+    "Tavily",
+    "ask_user",
+    "calculator",
+    "evaluate",
+    "fetch",
+    "fetch_url",
+    "fetch_url_tool",
+    "links_in",
+    "read_link",
+    "resolve_backend",
+    "web_search",
+    "web_search_tool",
+]
