@@ -15,7 +15,7 @@ from reactchat.models import Model, resolve_model
 from reactchat.packs import PromptPack, get_pack
 from reactchat.session import RunResult, SessionState, Turn, steps_of
 from reactchat.store import Store, resolve_store
-from reactchat.tools import Tool, as_tool
+from reactchat.tools import Tool, Toolset, as_tool, toolset_tools
 
 #: characters per token, for budgets given in tokens (a rough, model-agnostic estimate)
 CHARS_PER_TOKEN = 4
@@ -43,7 +43,7 @@ class Agent:
     def __init__(
         self,
         model: str | Model = "local",
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | Toolset | Callable[..., Any]] = (),
         *,
         protocol: Literal["react", "native"] = "react",
         max_steps: int = 10,
@@ -69,7 +69,10 @@ class Agent:
         self._model: Model | None = None if isinstance(model, str) else model
         self._store_spec = store
         self._store: Store | None = None if isinstance(store, str) else store
-        self.tools = [as_tool(t) for t in tools]
+        given = list(tools)
+        #: sources of tools listed at each turn (MCP servers)
+        self.toolsets = [t for t in given if isinstance(t, Toolset)]
+        self.tools = [as_tool(t) for t in given if not isinstance(t, Toolset)]
         if ask_user and not any(t.name == "ask_user" for t in self.tools):
             from reactchat.toolbox import ask_user as ask_user_tool
 
@@ -265,6 +268,8 @@ class Agent:
         tools = list(self.tools)
         if self.session_tools is not None:
             tools.extend(await self.session_tools(state.session, self.store))
+        if self.toolsets:
+            tools.extend(await toolset_tools(self.toolsets, {t.name for t in tools}))
         history = self._history(state, turn.index)
         specs = [t.spec for t in tools]
         transcript: Any

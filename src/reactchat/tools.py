@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import inspect
 import json
 import queue
 import re
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar, get_type_hints, overload
+from typing import Any, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -189,8 +190,13 @@ class Tool:
                 input = {self.params[0]: _unquote(text)}
             else:
                 raise ToolInputError(f"{self.name} takes a JSON object, not plain text. Schema: {self.schema_json()}")
+        return self.check(input)
+
+    def check(self, arguments: Any) -> dict[str, Any]:
+        """Validate arguments given as an object; a tool described by a JSON schema
+        instead of a signature (MCP, LangChain) overrides this."""
         try:
-            return self.args_model.model_validate(input).model_dump()
+            return self.args_model.model_validate(arguments).model_dump()
         except ValidationError as exc:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}" for err in exc.errors()
@@ -324,6 +330,35 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Tool | Call
 def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
     """Accept a ``Tool`` or a plain function where tools are expected."""
     return obj if isinstance(obj, Tool) else Tool(obj)
+
+
+@runtime_checkable
+class Toolset(Protocol):
+    """Tools known only once running, such as an MCP server's: ``Agent(tools=[toolset])``."""
+
+    name: str
+
+    async def list_tools(self) -> Sequence[Tool]:
+        """The tools, asked for at the start of each turn (a toolset may cache them)."""
+        ...
+
+
+async def toolset_tools(toolsets: Iterable[Toolset], taken: set[str]) -> list[Tool]:
+    """The toolsets' tools; a name that is ``taken`` or offered by two toolsets becomes
+    ``toolset__name``, so that every tool keeps one stable name."""
+    listed = [(toolset, list(await toolset.list_tools())) for toolset in toolsets]
+    counts: dict[str, int] = {}
+    for _, tools in listed:
+        for t in tools:
+            counts[t.name] = counts.get(t.name, 0) + 1
+    named = []
+    for toolset, tools in listed:
+        for t in tools:
+            if t.name in taken or counts[t.name] > 1:
+                t = copy.copy(t)
+                t.name = f"{toolset.name}__{t.name}"
+            named.append(t)
+    return named
 
 
 def observation_text(value: Any) -> str:
