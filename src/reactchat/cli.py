@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, TextIO
 
+from reactchat._tool_refs import close_tools
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
@@ -128,13 +129,15 @@ def _describe(event: Event) -> str | None:
 
 
 def build_agent(args: argparse.Namespace) -> object:
-    """The agent the command runs: the built-in tools on the chosen model and store."""
+    """The agent the command runs: the built-in tools, those of ``--tools`` and ``--mcp``,
+    on the chosen model and store."""
+    from reactchat._tool_refs import configured_tools
     from reactchat.agent import Agent
     from reactchat.toolbox import calculator
 
     agent = Agent(
         model=args.model,
-        tools=[calculator],
+        tools=[calculator, *configured_tools(args.tools, args.mcp)],
         protocol=args.protocol,
         max_steps=args.max_steps,
         store=store_url(args.db),
@@ -164,6 +167,7 @@ async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         result = await agent.arun(args.question, session, on_event=trace.show)
     finally:
         trace.stop_spinner()
+        await close_tools(agent.toolsets)
         await agent.services["knowledge"].close()
         await agent.store.close()
     if args.json:
@@ -220,6 +224,7 @@ async def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 print(trace.paint("error", f"error: {exc}"), file=err)
             trace.stop_spinner()
     finally:
+        await close_tools(agent.toolsets)
         await agent.services["knowledge"].close()
         await agent.store.close()
 
@@ -229,8 +234,15 @@ def _serve(args: argparse.Namespace) -> int:
         from reactchat.server import serve
     except ImportError as exc:
         raise SystemExit(f"reactchat serve needs the server extra: pip install 'reactchat[server]' ({exc})") from None
+    from reactchat._tool_refs import configured_tools
+
     serve(
-        host=args.host, port=args.port, db=store_url(args.db), model=args.model, token=os.environ.get("REACTCHAT_TOKEN")
+        host=args.host,
+        port=args.port,
+        db=store_url(args.db),
+        model=args.model,
+        token=os.environ.get("REACTCHAT_TOKEN"),
+        tools=configured_tools(args.tools, args.mcp),
     )
     return 0
 
@@ -247,6 +259,12 @@ def parser() -> argparse.ArgumentParser:
             help="local, local:/path.gguf, openai:MODEL, anthropic:MODEL or scripted:FILE",
         )
         p.add_argument("--db", default=default_db(), help="SQLite file or postgresql:// URL (env REACTCHAT_DB)")
+        p.add_argument(
+            "--tools",
+            metavar="MODULE:NAME[,...]",
+            help="more tools by reference, e.g. mypkg.tools:search (env REACTCHAT_TOOLS)",
+        )
+        p.add_argument("--mcp", metavar="FILE", help='an {"mcpServers": {...}} file of MCP servers (env REACTCHAT_MCP)')
 
     ask = commands.add_parser("ask", help="ask one question (or answer the agent's question)")
     ask.add_argument("question")

@@ -198,11 +198,8 @@ class Tool:
         try:
             return self.args_model.model_validate(arguments).model_dump()
         except ValidationError as exc:
-            problems = "; ".join(
-                f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}" for err in exc.errors()
-            )
             raise ToolInputError(
-                f"Invalid arguments for {self.name}: {problems}. Schema: {self.schema_json()}"
+                f"Invalid arguments for {self.name}: {validation_problems(exc)}. Schema: {self.schema_json()}"
             ) from None
 
     def schema_json(self) -> str:
@@ -287,6 +284,11 @@ def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None
         future.set_result(value)
 
 
+def validation_problems(exc: ValidationError) -> str:
+    """A pydantic validation error as one line for the model: ``where: what; ...``."""
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'input'}: {err['msg']}" for err in exc.errors())
+
+
 def _unquote(text: str) -> str:
     if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
         return text[1:-1]
@@ -328,8 +330,12 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Tool | Call
 
 
 def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
-    """Accept a ``Tool`` or a plain function where tools are expected."""
-    return obj if isinstance(obj, Tool) else Tool(obj)
+    """Accept a ``Tool``, a plain function or a LangChain tool where tools are expected."""
+    if isinstance(obj, Tool):
+        return obj
+    from reactchat.langchain import from_langchain, is_langchain_tool
+
+    return from_langchain(obj) if is_langchain_tool(obj) else Tool(obj)
 
 
 @runtime_checkable

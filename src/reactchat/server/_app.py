@@ -25,6 +25,7 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException
 
+from reactchat._tool_refs import close_tools
 from reactchat.agent import Agent
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
@@ -90,6 +91,7 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         yield
         await server.turns.stop_all()
+        await close_tools(agent.toolsets)
         if server.files is not None:
             await server.files.kb.close()  # its own connection to the same database
         await store.close()
@@ -107,12 +109,16 @@ def create_app(
 
 
 def default_agent(config: ServerConfig, store: Store) -> Agent:
-    """The agent of ``reactchat serve``: the configured model, a calculator and ask_user
-    (``create_app`` adds the uploaded files' ``search_files``)."""
+    """The agent of ``reactchat serve``: the configured model, a calculator, ask_user and
+    ``config.tools`` (``create_app`` adds the uploaded files' ``search_files``)."""
     from reactchat.toolbox import calculator
 
     return Agent(
-        model=config.model, tools=[calculator], protocol=config.protocol, max_steps=config.max_steps, store=store
+        model=config.model,
+        tools=[calculator, *config.tools],
+        protocol=config.protocol,
+        max_steps=config.max_steps,
+        store=store,
     )
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import ipaddress
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent
@@ -40,6 +40,8 @@ class ServerConfig:
     file_retention: int | None = None
     #: the id ``/v1/models`` lists; defaults to the model spec or the model's name
     model_name: str | None = None
+    #: tools added to the default agent: ``Tool``s, functions, LangChain tools, ``MCPServer``s
+    tools: list[Any] = field(default_factory=list)
 
     @property
     def served_model(self) -> str:

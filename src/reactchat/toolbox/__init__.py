@@ -18,6 +18,7 @@ from reactchat.toolbox._fetch import (
     read_link,
 )
 from reactchat.toolbox._web_search import (
+    ENV_SEARCH,
     Brave,
     DuckDuckGo,
     SearchBackend,
@@ -32,6 +33,7 @@ from reactchat.toolbox._web_search import (
 )
 
 __all__ = [
+    "ENV_SEARCH",
     "Brave",
     "CalculatorError",
     "DuckDuckGo",

@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 from reactchat.tools import Tool
 
 #: the environment variable that picks the backend of the built-in ``web_search``
-ENV = "REACTCHAT_SEARCH"
+ENV_SEARCH = "REACTCHAT_SEARCH"
 DEFAULT_RESULTS = 5
 DEFAULT_TIMEOUT = 15.0
 #: characters of the observation (titles, addresses and snippets together)
@@ -117,7 +117,9 @@ class SearxNG:
 
     def __init__(self, url: str, *, timeout: float = DEFAULT_TIMEOUT) -> None:
         if not url.startswith(("http://", "https://")):
-            raise SearchConfigError(f"searxng needs the instance's address: {ENV}=searxng:https://host, not {url!r}")
+            raise SearchConfigError(
+                f"searxng needs the instance's address: {ENV_SEARCH}=searxng:https://host, not {url!r}"
+            )
         self.url = url.rstrip("/")
         self.timeout = timeout
 
@@ -271,13 +273,13 @@ def resolve_backend(spec: str | SearchBackend | None = None) -> SearchBackend:
     ``REACTCHAT_SEARCH`` when ``spec`` is None. Raises ``SearchConfigError``."""
     if spec is not None and not isinstance(spec, str):
         return spec
-    spec = spec if spec is not None else os.environ.get(ENV, "")
+    spec = spec if spec is not None else os.environ.get(ENV_SEARCH, "")
     name, _, rest = spec.strip().partition(":")
     make = _BACKENDS.get(name.lower())
     if make is None:
         hint = f" (got {spec!r})" if spec else ""
         raise SearchConfigError(
-            f"no web search backend is configured{hint}: set {ENV} to searxng:URL, tavily, brave or duckduckgo"
+            f"no web search backend is configured{hint}: set {ENV_SEARCH} to searxng:URL, tavily, brave or duckduckgo"
         )
     return make(rest)
 
