@@ -14,13 +14,14 @@ import importlib.util
 import os
 from typing import Any
 
+from reactchat.errors import ConfigError
 from reactchat.tools import Tool, Toolset
 
 #: the environment variable for ``--tools``
 ENV_TOOLS = "REACTCHAT_TOOLS"
 
 
-class ToolReferenceError(ValueError):
+class ToolReferenceError(ConfigError):
     """A ``module:name`` reference that does not name a tool; the message says why."""
 
 

@@ -21,6 +21,7 @@ import sys
 from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
+from reactchat.errors import ReactchatError
 from reactchat.tools import Tool
 
 log = logging.getLogger("reactchat.mcp")
@@ -30,7 +31,7 @@ DEFAULT_TIMEOUT = 30.0
 DEFAULT_CONNECT_TIMEOUT = 60.0
 
 
-class MCPUnavailable(RuntimeError):
+class MCPUnavailable(ReactchatError, RuntimeError):
     """An MCP server could not be started or reached; the message names it and why."""
 
 

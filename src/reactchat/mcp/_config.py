@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from reactchat.errors import ConfigError
 from reactchat.mcp._client import DEFAULT_TIMEOUT, MCPServer
 
 #: the environment variable naming an mcpServers file for the CLI and the server
@@ -26,7 +27,7 @@ ENV = "REACTCHAT_MCP"
 _VAR = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
-class MCPConfigError(ValueError):
+class MCPConfigError(ConfigError):
     """The mcpServers file cannot be used; the message names the entry and the fix."""
 
 

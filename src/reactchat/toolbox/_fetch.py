@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from reactchat.errors import ReactchatError
 from reactchat.tools import RunContext, Tool
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ _READABLE = ("application/pdf", "text/plain", "text/markdown", "text/csv", "appl
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
 
 
-class FetchRefused(ValueError):
+class FetchRefused(ReactchatError, ValueError):
     """A URL or its answer was refused (address rules, size, time, type); the message says why."""
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from reactchat.errors import ConfigError, ReactchatError
 from reactchat.tools import Tool
 
 #: the environment variable that picks the backend of the built-in ``web_search``
@@ -30,11 +31,11 @@ DEFAULT_TIMEOUT = 15.0
 DEFAULT_BUDGET = 3000
 
 
-class SearchConfigError(ValueError):
+class SearchConfigError(ConfigError):
     """The search backend cannot work until the operator fixes its configuration."""
 
 
-class SearchUnavailable(RuntimeError):
+class SearchUnavailable(ReactchatError, RuntimeError):
     """The search service could not answer now (rate limit, outage, timeout)."""
 
 
