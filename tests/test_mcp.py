@@ -309,3 +309,26 @@ def test_a_file_that_is_not_json(tmp_path: Path) -> None:
         load_servers(path)
     with pytest.raises(MCPConfigError, match="cannot read"):
         load_servers(tmp_path / "missing.json")
+
+
+# ------------------------------------------------------- reactchat as an MCP server
+
+
+async def test_reactchat_mcp_serves_the_agent_as_one_tool(tmp_path: Path) -> None:
+    replies = [
+        ' I need the city.\nAction: ask_user\nAction Input: {"question": "Which city?"}',
+        ' Now I can compute.\nAction: calculator\nAction Input: {"expression": "80.16 * 1.15"}',
+        " I know it.\nFinal Answer: 92.184 in Lyon",
+    ]
+    script = tmp_path / "replies.txt"
+    script.write_text("\n---\n".join(replies), encoding="utf-8")
+    command = ["-m", "reactchat.cli", "mcp", "--model", f"scripted:{script}", "--db", str(tmp_path / "s.db")]
+    async with MCPServer(sys.executable, command, name="reactchat", env={"HOME": str(tmp_path)}) as server:
+        (ask,) = await server.list_tools()
+        assert ask.name == "ask_agent" and set(ask.input_schema["properties"]) == {"question", "session"}
+        text, is_error = await server.call("ask_agent", {"question": "Price of roses with 15%?"})
+        waiting = json.loads(text)
+        assert not is_error and waiting["status"] == "waiting" and waiting["question"] == "Which city?"
+        text, is_error = await server.call("ask_agent", {"question": "Lyon", "session": waiting["session"]})
+    done = json.loads(text)
+    assert (done["status"], done["answer"], done["session"]) == ("done", "92.184 in Lyon", waiting["session"])

@@ -1,4 +1,4 @@
-"""The ``reactchat`` command: ``ask``, ``chat`` and ``serve``.
+"""The ``reactchat`` command: ``ask``, ``chat``, ``serve`` and ``mcp``.
 
 Exit status of ``reactchat ask``: 0 answered, 3 waiting for the user's answer (the
 question and the session id are printed; ``reactchat ask --session ID "reply"``
@@ -16,7 +16,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar, TextIO
+from typing import Any, ClassVar, TextIO
 
 from reactchat._tool_refs import close_tools
 from reactchat.messages import (
@@ -149,6 +149,13 @@ def build_agent(args: argparse.Namespace) -> object:
     return agent
 
 
+async def close_agent(agent: Any) -> None:
+    """Stop the agent's MCP servers and close its knowledge base and store."""
+    await close_tools(agent.toolsets)
+    await agent.services["knowledge"].close()
+    await agent.store.close()
+
+
 async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from reactchat.agent import Agent
 
@@ -167,9 +174,7 @@ async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         result = await agent.arun(args.question, session, on_event=trace.show)
     finally:
         trace.stop_spinner()
-        await close_tools(agent.toolsets)
-        await agent.services["knowledge"].close()
-        await agent.store.close()
+        await close_agent(agent)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False, default=str), file=out)
     if result.status == "waiting":
@@ -224,9 +229,21 @@ async def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 print(trace.paint("error", f"error: {exc}"), file=err)
             trace.stop_spinner()
     finally:
-        await close_tools(agent.toolsets)
-        await agent.services["knowledge"].close()
-        await agent.store.close()
+        await close_agent(agent)
+
+
+async def _mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Serve the agent over stdio: stdout carries the MCP messages, so nothing else is printed."""
+    from reactchat.agent import Agent
+    from reactchat.mcp._serve import serve_stdio
+
+    agent = build_agent(args)
+    assert isinstance(agent, Agent)
+    try:
+        await serve_stdio(agent, name=args.name)
+    finally:
+        await close_agent(agent)
+    return 0
 
 
 def _serve(args: argparse.Namespace) -> int:
@@ -273,7 +290,9 @@ def parser() -> argparse.ArgumentParser:
     ask.add_argument("--file", action="append", metavar="PATH", help="upload a file to ask about (repeatable)")
     chat = commands.add_parser("chat", help="interactive chat")
     chat.add_argument("--session", help="continue this session")
-    for p in (ask, chat):
+    mcp = commands.add_parser("mcp", help="serve the agent as one MCP tool over stdio (for other MCP clients)")
+    mcp.add_argument("--name", default="reactchat", help="the MCP server's name")
+    for p in (ask, chat, mcp):
         common(p)
         p.add_argument("--protocol", choices=["react", "native"], default="react")
         p.add_argument("--max-steps", type=_positive, default=10)
@@ -302,7 +321,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
-        runner = _ask if args.command == "ask" else _chat
+        runner = {"ask": _ask, "chat": _chat, "mcp": _mcp}[args.command]
         return asyncio.run(runner(args, sys.stdout, sys.stderr))
     except KeyboardInterrupt:
         return 130
