@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import socket
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from mcp_latency import children  # the benchmark counts the same way
 from reactchat import Agent, ScriptedModel, tool
 from reactchat.mcp import MCPConfigError, MCPServer, load_servers
 from reactchat.models._scripted import tool_call
@@ -31,20 +32,6 @@ def call(name: str, arguments: dict[str, object]) -> str:
 
 
 FINAL = " Done.\nFinal Answer: done"
-
-
-def children() -> list[int]:
-    """Processes whose parent is this one (from /proc)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == os.getpid() and fields[0] != "Z":
-                found.append(int(entry.name))
-    return found
 
 
 # ----------------------------------------------------------------- schemas and calls

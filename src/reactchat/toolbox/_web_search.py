@@ -59,6 +59,15 @@ class SearchBackend(Protocol):
         ...
 
 
+def _results(rows: Any, k: int, *, url: str = "url", snippet: str = "content") -> list[SearchResult]:
+    """The first ``k`` rows that have an address, read with the service's field names."""
+    return [
+        SearchResult(str(r.get("title") or ""), str(r[url]), str(r.get(snippet) or ""))
+        for r in rows or []
+        if isinstance(r, dict) and r.get(url)
+    ][:k]
+
+
 def _require(package: str, extra: str) -> Any:
     import importlib
 
@@ -135,11 +144,7 @@ class SearxNG:
                     "in its settings.yml"
                 )
             raise _refused("SearXNG", data.status_code, "", None)
-        return [
-            SearchResult(str(r.get("title") or ""), str(r.get("url") or ""), str(r.get("content") or ""))
-            for r in data.get("results") or []
-            if r.get("url")
-        ][:k]
+        return _results(data.get("results"), k)
 
 
 class Brave:
@@ -162,10 +167,9 @@ class Brave:
             raise _refused("Brave", data.status_code, _brave_detail(data), "BRAVE_API_KEY")
         web = data.get("web") or {}
         return [
-            SearchResult(str(r.get("title") or ""), str(r.get("url") or ""), _plain(str(r.get("description") or "")))
-            for r in web.get("results") or []
-            if r.get("url")
-        ][:k]
+            SearchResult(r.title, r.url, _plain(r.snippet))
+            for r in _results(web.get("results"), k, snippet="description")
+        ]
 
 
 def _brave_detail(response: Any) -> str:
@@ -212,11 +216,7 @@ class Tavily:
             raise SearchUnavailable(f"Tavily could not answer ({type(exc).__name__}: {exc})") from None
         finally:
             await client.close()
-        return [
-            SearchResult(str(r.get("title") or ""), str(r.get("url") or ""), str(r.get("content") or ""))
-            for r in data.get("results") or []
-            if r.get("url")
-        ][:k]
+        return _results(data.get("results"), k)
 
 
 class DuckDuckGo:
@@ -253,11 +253,7 @@ class DuckDuckGo:
                 # ddgs reports a refused request (an anti-bot page, HTTP 202/403/429) this way too
                 return []
             raise SearchUnavailable(f"DuckDuckGo could not answer: {exc}") from None
-        return [
-            SearchResult(str(r.get("title") or ""), str(r.get("href") or ""), str(r.get("body") or ""))
-            for r in rows
-            if r.get("href")
-        ][:k]
+        return _results(rows, k, url="href", snippet="body")
 
 
 _BACKENDS: dict[str, Callable[[str], SearchBackend]] = {
