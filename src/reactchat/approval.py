@@ -1,0 +1,80 @@
+"""Tool approval: a human decides before a call with side effects runs.
+
+``@tool(approval=True)`` (or ``approval=lambda arguments: ...``, or the agent-wide
+``Agent(approval=policy)`` with ``policy(tool_name, arguments)``) makes the run stop
+before such a call, exactly like an ``ask_user`` question: the turn is ``waiting`` and
+its pending item has ``kind="approval"``, the tool and its arguments. The reply decides:
+
+* ``yes`` (or ``y``, ``ok``, ``approve``…) runs the call as it is;
+* a JSON object runs it with those arguments instead (the user edited them);
+* anything else refuses it: a reply starting with ``no`` gives the rest as the reason,
+  and the reason is the model's observation.
+
+Refusing is the default for a reply that is neither, so an unclear answer never runs
+a side effect.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+#: Agent(approval=policy): policy(tool_name, arguments) -> whether the call needs approval
+Policy = Callable[[str, dict[str, Any]], bool]
+
+_YES = {
+    "yes", "y", "ok", "okay", "approve", "approved", "allow", "go", "go ahead", "sure", "run it", "do it",
+    "oui", "はい", "承認",
+}  # fmt: skip
+_NO = re.compile(r"^\s*(no|non|refuse|refused|deny|denied|reject|いいえ)\b[\s,.:;!-]*", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a reply to an approval request decided."""
+
+    approved: bool
+    #: the arguments to run with (the original ones, or the user's edit)
+    arguments: Any = None
+    edited: bool = False
+    reason: str = ""
+
+
+def question(tool: str, arguments: Any) -> str:
+    """The approval request shown to the user."""
+    shown = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return (
+        f"The agent wants to run {tool} with {shown}. Reply yes to run it, no and a reason to refuse, "
+        "or a JSON object of arguments to run it with those instead."
+    )
+
+
+def decide(reply: str, arguments: Any) -> Verdict:
+    """Read the user's reply to an approval request for a call with ``arguments``."""
+    text = reply.strip()
+    if text.lower().rstrip(".!") in _YES:
+        return Verdict(True, arguments)
+    if text.startswith("{"):
+        try:
+            edited = json.loads(text)
+        except json.JSONDecodeError:
+            edited = None
+        if isinstance(edited, dict):
+            return Verdict(True, edited, edited=True)
+    match = _NO.match(text)
+    reason = text[match.end() :].strip() if match else text
+    return Verdict(False, reason=reason)
+
+
+def refusal(verdict: Verdict) -> str:
+    """The observation of a refused call."""
+    because = f": {verdict.reason}" if verdict.reason else ""
+    return f"The user refused this call{because}. Do not retry it unchanged; adapt or ask the user."
+
+
+def edited_note(arguments: Any) -> str:
+    """What precedes the observation of a call the user edited."""
+    return f"The user changed the arguments to {json.dumps(arguments, ensure_ascii=False)} before it ran. "
