@@ -11,6 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from reactchat._cite import cited
 from reactchat.knowledge._kb import FileInfo, Hit, KnowledgeBase
 from reactchat.tools import RunContext, Tool
 
@@ -34,15 +35,7 @@ def render(query: str, hits: list[Hit], budget: int) -> str:
     heads = [f"[{i}] {h.name} · {h.where}" if h.where else f"[{i}] {h.name}" for i, h in enumerate(hits, 1)]
     count = f"{len(hits)} passage" + ("s" if len(hits) > 1 else "")
     intro = f"{count} from the uploaded files for {query!r} (cite them as [file · position]):"
-    room = budget - len(intro) - sum(len(h) + 3 for h in heads)
-    share = max(80, room // len(hits))
-    parts = [intro]
-    for head, hit in zip(heads, hits, strict=True):
-        text = " ".join(hit.text.split())
-        if len(text) > share:
-            text = text[: share - 1].rsplit(" ", 1)[0] + "…"
-        parts.append(f"{head}\n{text}")
-    return "\n".join(parts)
+    return cited(intro, [(head, hit.text) for head, hit in zip(heads, hits, strict=True)], budget)
 
 
 def search_files_tool(

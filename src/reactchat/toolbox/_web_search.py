@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
+from reactchat._cite import cited
 from reactchat.errors import ConfigError, ReactchatError
 from reactchat.tools import Tool
 
@@ -286,16 +287,8 @@ def render(query: str, results: list[SearchResult], budget: int = DEFAULT_BUDGET
     if not results:
         return f"No web result for {query!r}. Try other words, or answer from what you know and say so."
     intro = f"{len(results)} web results for {query!r} (cite them as [n]):"
-    heads = [f"[{i}] {r.title or r.url}\n{r.url}" for i, r in enumerate(results, 1)]
-    room = budget - len(intro) - sum(len(h) + 2 for h in heads)
-    share = max(80, room // len(results))
-    parts = [intro]
-    for head, result in zip(heads, results, strict=True):
-        snippet = " ".join(result.snippet.split())
-        if len(snippet) > share:
-            snippet = snippet[: share - 1].rsplit(" ", 1)[0] + "…"
-        parts.append(f"{head}\n{snippet}" if snippet else head)
-    return "\n".join(parts)
+    entries = [(f"[{i}] {r.title or r.url}\n{r.url}", r.snippet) for i, r in enumerate(results, 1)]
+    return cited(intro, entries, budget)
 
 
 def web_search_tool(
