@@ -191,3 +191,96 @@ def test_the_progress_bar_moves_through_upload_and_reading(page: Page) -> None:
     values = page.evaluate("window.barValues")
     assert values[-1] == 100
     assert any(0 < v < 100 for v in values), f"no intermediate progress among {sorted(set(values))}"
+
+
+# ----------------------------------------------------------------- answers and turns
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where screenshots go: $REACTCHAT_SCREENSHOTS (to look at them), else a temporary folder."""
+    folder = os.environ.get("REACTCHAT_SCREENSHOTS")
+    path = Path(folder) if folder else tmp_path_factory.mktemp("screenshots")
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def test_answers_are_markdown_and_html_in_them_never_runs(page: Page, shots: Path) -> None:
+    send(page, "markdown please")
+    answer = page.get_by_test_id("answer")
+    expect(answer.locator("li")).to_have_text(["rose: 80.16", "tulip: 3.10"])
+    expect(answer.locator("li strong")).to_have_text("rose")
+    expect(answer.locator("table td")).to_have_text(["rose", "80.16"])
+    expect(answer.locator("pre code")).to_have_text("print(80.16 * 1.15)")
+    link = answer.get_by_role("link", name="the florist")
+    expect(link).to_have_attribute("href", "https://example.org/florist")
+    expect(link).to_have_attribute("rel", "noopener noreferrer nofollow")
+    # the model's HTML is shown as text, and nothing of it ran
+    expect(answer).to_contain_text('<img src=x onerror="window.pwned=1">')
+    expect(answer).to_contain_text("<script>window.pwned=2</script>")
+    assert answer.locator("img, script").count() == 0
+    for anchor in answer.locator("a").all():
+        assert not (anchor.get_attribute("href") or "").startswith("javascript:")
+    page.screenshot(path=str(shots / "markdown-answer.png"), full_page=True)
+    assert page.evaluate("window.pwned === undefined")
+
+
+def test_an_action_shows_its_input_and_a_turn_its_usage(page: Page) -> None:
+    send(page, "compute 80.16 * 1.15")
+    expect(page.get_by_test_id("answer")).to_have_text("92.184")
+    expect(page.get_by_test_id("step").nth(1).locator("summary")).to_have_text(
+        'Action: calculator(expression="80.16 * 1.15")'
+    )
+    usage = page.get_by_test_id("turn-usage")
+    # two model calls of the rule model, which no price table knows
+    expect(usage).to_contain_text("2 model calls")
+    expect(usage).to_contain_text("tokens")
+    expect(usage).to_contain_text("estimated")
+    expect(usage).to_contain_text("cost unknown")
+    shown = usage.inner_text()
+    page.reload()
+    expect(page.get_by_test_id("turn-usage")).to_have_text(shown)
+
+
+def test_citations_become_footnotes_that_open_the_passage(page: Page, shots: Path) -> None:
+    notes = (
+        b"# Roses\n\nThe rose costs 80.16 euros at the florist on Rue Lepic.\n\n"
+        b"# Tulips\n\nTulips cost 3.10 euros, and the florist closes at noon.\n"
+    )
+    page.get_by_test_id("file").set_input_files(
+        files=[{"name": "florist.md", "mimeType": "text/markdown", "buffer": notes}]
+    )
+    expect(page.get_by_test_id("files")).to_contain_text("florist.md")
+    send(page, "files cite: florist euros")
+    answer = page.get_by_test_id("answer")
+    expect(answer).to_contain_text("The rose costs 80.16 euros")
+    cites = answer.get_by_test_id("cite")
+    expect(cites).to_have_text(["[1]", "[2]"])
+    sources = answer.get_by_test_id("source")
+    expect(sources).to_have_count(2)
+    expect(sources.nth(0).locator("summary")).to_contain_text("florist.md")
+    expect(sources.nth(0).locator("blockquote")).to_be_hidden()
+    cites.nth(1).click()
+    expect(sources.nth(1).locator("blockquote")).to_be_visible()
+    expect(sources.nth(1).locator("blockquote")).to_contain_text("euros")
+    page.screenshot(path=str(shots / "citations.png"), full_page=True)
+
+
+def test_past_sessions_are_listed_and_reopen(page: Page, shots: Path) -> None:
+    send(page, "hello first session")
+    expect(page.get_by_test_id("answer")).to_have_text("echo: hello first session")
+    first = page.evaluate("localStorage.getItem('reactchat.session')")
+    page.get_by_role("button", name="New chat").click()
+    send(page, "hello second session")
+    expect(page.get_by_test_id("answer")).to_have_text("echo: hello second session")
+
+    page.get_by_role("button", name="Sessions").click()
+    listed = page.get_by_test_id("session")
+    expect(listed.first).to_contain_text("hello second session")
+    page.screenshot(path=str(shots / "sessions.png"), full_page=True)
+    listed.filter(has_text="hello first session").click()
+    expect(page.get_by_test_id("sessions")).to_be_hidden()
+    expect(page.get_by_test_id("answer")).to_have_text("echo: hello first session")
+    assert page.evaluate("localStorage.getItem('reactchat.session')") == first
+    page.reload()
+    expect(page.get_by_test_id("answer")).to_have_text("echo: hello first session")

@@ -46,7 +46,9 @@ def test_a_turn_streams_every_step_then_the_end(client: httpx.Client) -> None:
     assert frames[2][1]["tool"] == "calculator"
     assert frames[3][1]["text"] == "92.184"
     assert all(data["session"] == session for _, data in frames)
-    assert frames[-1][1] == {
+    end = dict(frames[-1][1])
+    usage = end.pop("usage")
+    assert end == {
         "session": session,
         "turn": 1,
         "status": "done",
@@ -56,6 +58,9 @@ def test_a_turn_streams_every_step_then_the_end(client: httpx.Client) -> None:
         "reply_to": None,
         "files": [],
     }
+    # the turn's two model calls; the rule model reports no usage, so it is estimated
+    assert isinstance(usage, dict) and usage["calls"] == 2 and usage["estimated"] is True
+    assert usage["input_tokens"] == sum(data["usage"]["input_tokens"] for _, data in frames if data.get("usage"))
 
 
 def test_sse_frames_arrive_while_the_turn_runs(client: httpx.Client) -> None:

@@ -68,10 +68,20 @@ class RuleModel:
         return Reply(parts=[TextPart(text=text)])
 
 
+#: an answer with the Markdown a page must render, and HTML it must never run
+MARKDOWN = (
+    "Prices:\n\n- **rose**: 80.16\n- *tulip*: 3.10\n\n| flower | euros |\n|---|---|\n| rose | 80.16 |\n\n"
+    "```python\nprint(80.16 * 1.15)\n```\n\n"
+    '[the florist](https://example.org/florist) <img src=x onerror="window.pwned=1"> '
+    "<script>window.pwned=2</script> [click](javascript:window.pwned=3)"
+)
+
+
 def reply(request: Request) -> str:
     """The rules: "how far" asks where the user is, "compute X" uses the calculator, "two
     questions" asks twice, "slow" takes a second per step,
-    "stream" streams its text word by word, "fail" raises, "files" searches the uploads;
+    "stream" streams its text word by word, "fail" raises, "files" searches the uploads
+    ("files cite" cites two passages), "markdown" answers ``MARKDOWN``;
     anything else is echoed back as the final answer."""
     question = _question(request)
     seen = _observations(request)
@@ -98,7 +108,12 @@ def reply(request: Request) -> str:
     if "files" in lowered:
         if not seen:
             return _act("Search the files.", "search_files", {"query": question.split(":", 1)[-1].strip()})
+        if "cite" in lowered:  # cite the first passage by number, the second by its heading
+            heads = re.findall(r"^\[(\d+)\] (.+)$", seen[-1], re.M)
+            return f" Found.\nFinal Answer: The rose costs 80.16 euros [1], see also [{heads[-1][1]}]."
         return f" Found.\nFinal Answer: {seen[-1][:300]}"
+    if "markdown" in lowered:
+        return f" Formatted.\nFinal Answer: {MARKDOWN}"
     if seen:
         return f" Done.\nFinal Answer: {seen[-1]}"
     return f" Simple.\nFinal Answer: echo: {question}"

@@ -1,4 +1,4 @@
-"""The ``reactchat`` command: ``ask``, ``chat``, ``serve`` and ``mcp``.
+"""The ``reactchat`` command: ``ask``, ``chat``, ``sessions``, ``show``, ``serve`` and ``mcp``.
 
 Exit status of ``reactchat ask``: 0 answered, 3 waiting for the user's answer (the
 question and the session id are printed; ``reactchat ask --session ID "reply"``
@@ -264,10 +264,52 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+async def _sessions(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from reactchat.report import sessions_table, summaries
+    from reactchat.store import resolve_store
+
+    store = resolve_store(store_url(args.db))
+    try:
+        found = await summaries(store, args.limit)
+    finally:
+        await store.close()
+    if args.json:
+        print(json.dumps([s.to_dict() for s in found], ensure_ascii=False), file=out)
+    else:
+        print(sessions_table(found), file=out)
+    return 0
+
+
+async def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from reactchat.report import session_json, session_markdown, session_tree
+    from reactchat.session import SessionState
+    from reactchat.store import SessionNotFound, resolve_store
+
+    store = resolve_store(store_url(args.db))
+    try:
+        events = await store.events(args.session)
+    except SessionNotFound:
+        print(f"reactchat: error: no session {args.session!r} in {args.db} (see: reactchat sessions)", file=err)
+        return 1
+    finally:
+        await store.close()
+    state = SessionState.from_events(args.session, events)
+    if args.json:
+        print(json.dumps(session_json(state), ensure_ascii=False, indent=2), file=out)
+    elif args.markdown:
+        print(session_markdown(state), file=out, end="")
+    else:
+        print(session_tree(state), file=out)
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     """The command-line interface."""
     top = argparse.ArgumentParser(prog="reactchat", description="Chat with a ReAct agent that uses tools.")
     commands = top.add_subparsers(dest="command", required=True)
+
+    def database(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--db", default=default_db(), help="SQLite file or postgresql:// URL (env REACTCHAT_DB)")
 
     def common(p: argparse.ArgumentParser) -> None:
         p.add_argument(
@@ -275,7 +317,7 @@ def parser() -> argparse.ArgumentParser:
             default=os.environ.get("REACTCHAT_MODEL", "local"),
             help="local, local:/path.gguf, openai:MODEL, anthropic:MODEL or scripted:FILE",
         )
-        p.add_argument("--db", default=default_db(), help="SQLite file or postgresql:// URL (env REACTCHAT_DB)")
+        database(p)
         p.add_argument(
             "--tools",
             metavar="MODULE:NAME[,...]",
@@ -298,6 +340,16 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--max-steps", type=_positive, default=10)
         p.add_argument("--lang", choices=["en", "fr", "ja"], default="en", help="prompt language")
         p.add_argument("--retention", type=_positive, default=5, help="rounds an uploaded file stays for")
+    sessions = commands.add_parser("sessions", help="list stored sessions, newest first")
+    sessions.add_argument("--limit", type=_positive, default=20, help="how many sessions to list")
+    sessions.add_argument("--json", action="store_true", help="print the list as JSON")
+    show = commands.add_parser("show", help="print a stored session: its turns, steps, timings and tokens")
+    show.add_argument("session", help="the session id (see: reactchat sessions)")
+    export = show.add_mutually_exclusive_group()
+    export.add_argument("--json", action="store_true", help="export the session as JSON")
+    export.add_argument("--markdown", action="store_true", help="export the session as Markdown")
+    for p in (sessions, show):
+        database(p)
     serve = commands.add_parser("serve", help="HTTP API and web chat page")
     common(serve)
     serve.add_argument("--host", default="127.0.0.1")
@@ -321,7 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
-        runner = {"ask": _ask, "chat": _chat, "mcp": _mcp}[args.command]
+        runner = {"ask": _ask, "chat": _chat, "mcp": _mcp, "sessions": _sessions, "show": _show}[args.command]
         return asyncio.run(runner(args, sys.stdout, sys.stderr))
     except KeyboardInterrupt:
         return 130

@@ -35,6 +35,7 @@ from reactchat.messages import (
 from reactchat.models import ContextTooLong, Model, ModelError
 from reactchat.store import Store
 from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
+from reactchat.usage import measured
 
 INTERRUPTED = (
     "This call was interrupted before it returned (the process running it stopped), so its "
@@ -131,6 +132,8 @@ class TurnRun:
             if not (retrying and isinstance(exc, ContextTooLong)):
                 await self.emit(ErrorEvent(kind="model", message=f"{type(exc).__name__}: {exc}"))
             raise
+        # stored usage names its model (for prices) and is estimated where the server gave none
+        reply.usage = measured(getattr(self.model, "name", ""), request, reply)
         return reply, time.perf_counter() - started
 
     async def run_calls(self, calls: list[Call], thought: ThoughtEvent) -> AsyncIterator[Event]:

@@ -41,16 +41,33 @@ class Usage(_Model):
     output_tokens: int = 0
     #: prompt tokens actually evaluated (the rest came from a prefix cache), when known
     evaluated_tokens: int | None = None
+    #: the model that reported these counts (``Model.name``: ``openai:gpt-4o-mini``), to price them
+    model: str = ""
+    #: the server reported no usage: reactchat counted the text's characters instead
+    estimated: bool = False
+
+    @property
+    def cache_read_tokens(self) -> int:
+        """Prompt tokens served from the provider's (or llama.cpp's) prefix cache."""
+        return max(0, self.input_tokens - _evaluated(self))
 
     def __add__(self, other: Usage) -> Usage:
         evaluated = None
         if self.evaluated_tokens is not None or other.evaluated_tokens is not None:
-            evaluated = (self.evaluated_tokens or 0) + (other.evaluated_tokens or 0)
+            # a call that reported no cache evaluated its whole prompt
+            evaluated = _evaluated(self) + _evaluated(other)
+        models = {self.model, other.model} - {""}
         return Usage(
             input_tokens=self.input_tokens + other.input_tokens,
             output_tokens=self.output_tokens + other.output_tokens,
             evaluated_tokens=evaluated,
+            model=models.pop() if len(models) == 1 else "",
+            estimated=self.estimated or other.estimated,
         )
+
+
+def _evaluated(usage: Usage) -> int:
+    return usage.input_tokens if usage.evaluated_tokens is None else usage.evaluated_tokens
 
 
 class TextPart(_Model):

@@ -2,7 +2,8 @@
 
 POST   /v1/sessions                    → {"session": id}
 POST   /v1/sessions/{id}/messages      → SSE: one frame per event, then ``end``
-GET    /v1/sessions/{id}               → turns, status, pending question, files
+GET    /v1/sessions                    → the newest sessions, summarised (``?limit=``)
+GET    /v1/sessions/{id}               → turns (with usage), status, pending question, files
 POST   /v1/sessions/{id}/files         → the uploaded file's info (multipart ``file``)
 DELETE /v1/sessions/{id}/context       → forgets the session's files
 POST   /v1/chat/completions, GET /v1/models   (OpenAI-compatible, see ``_openai``)
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
@@ -27,11 +28,12 @@ from starlette.exceptions import HTTPException
 
 from reactchat._tool_refs import close_tools
 from reactchat.agent import Agent
+from reactchat.report import turn_view
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
 from reactchat.server._guard import Guard
 from reactchat.server._turns import Turns, failure_event, sse, summary
-from reactchat.session import SessionState, Turn
+from reactchat.session import SessionState
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
@@ -186,6 +188,14 @@ def _session_routes(app: FastAPI, server: Server) -> None:
             return {"session": wanted, "created": False}
         return {"session": await store.create_session(wanted), "created": True}
 
+    @app.get("/v1/sessions")
+    async def list_sessions(limit: int = Query(default=20, ge=1, le=200)) -> dict[str, Any]:
+        """The newest sessions: first question, status, turns and usage of each."""
+        from reactchat.report import summaries
+
+        found = await summaries(store, limit)
+        return {"sessions": [s.to_dict() for s in found]}
+
     @app.get("/v1/sessions/{session}")
     async def get_session(session: str) -> dict[str, Any]:
         """The session's turns with their events, its status, the pending question and files."""
@@ -226,21 +236,10 @@ async def session_view(server: Server, session: str) -> dict[str, Any]:
         "session": session,
         "status": status,
         "pending": {"question": pending[0].question, "reply_to": pending[0].call_id} if pending else None,
-        "turns": [_turn_view(turn) for turn in state.turns],
+        "turns": [turn_view(turn) for turn in state.turns],
         "history": state.history(),
         "files": await server.files.list(session) if server.files is not None else [],
         "files_enabled": server.files is not None,
-    }
-
-
-def _turn_view(turn: Turn) -> dict[str, Any]:
-    answer = turn.answer
-    return {
-        "turn": turn.index,
-        "question": turn.question,
-        "status": turn.status,
-        "answer": answer.text if answer else None,
-        "events": [json.loads(e.model_dump_json()) for e in turn.events],
     }
 
 

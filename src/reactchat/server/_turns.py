@@ -20,6 +20,7 @@ from reactchat.messages import ErrorEvent, Event
 from reactchat.models import ModelError
 from reactchat.models._http import DELTAS
 from reactchat.session import Turn
+from reactchat.usage import total
 
 log = logging.getLogger("reactchat.server")
 
@@ -164,7 +165,7 @@ def failure_event(session: str, exc: BaseException) -> ErrorEvent:
 
 
 def summary(session: str, events: list[Event], failed: bool = False) -> dict[str, Any]:
-    """How a turn ended: ``status`` (done, waiting, stopped, interrupted), answer, question."""
+    """How a turn ended: ``status`` (done, waiting, stopped, interrupted), answer, question, usage."""
     last = events[-1].turn if events else 0
     turn = Turn(last, "", [e for e in events if e.turn == last])
     answer, pending = turn.answer, turn.pending
@@ -176,6 +177,7 @@ def summary(session: str, events: list[Event], failed: bool = False) -> dict[str
         "reason": answer.reason if answer else "",
         "question": pending[0].question if pending else None,
         "reply_to": pending[0].call_id if pending else None,
+        "usage": total(turn.events).to_dict(),
     }
 
 

@@ -1,40 +1,16 @@
-// The reactchat web page: plain JS, no build step.
+// The reactchat web page: plain JS modules, no build step.
 // Talks to /v1/sessions; the session id lives in localStorage so a reload resumes the chat.
-"use strict";
+import { callLine, cite, markdown, sourcesOf, usageLine } from "./render.js";
+import { api, errorText, askToken, headers } from "./api.js";
+import { showSessions } from "./sessions.js";
 
 const $ = (id) => document.getElementById(id);
 const KEY = "reactchat.session";
-const TOKEN = "reactchat.token";
 let session = localStorage.getItem(KEY);
 let replyTo = null;   // call_id of the question the next message answers
 let busy = false;
-
-function headers(extra = {}) {
-  const token = localStorage.getItem(TOKEN);
-  return token ? { ...extra, Authorization: `Bearer ${token}` } : extra;
-}
-
-async function askToken() {
-  const dialog = $("token-dialog");
-  dialog.showModal();
-  await new Promise((resolve) => dialog.addEventListener("close", resolve, { once: true }));
-  localStorage.setItem(TOKEN, $("token").value.trim());
-}
-
-// fetch with the token; a 401 asks for the token and tries again
-async function api(method, path, body, options = {}) {
-  for (;;) {
-    const init = { method, headers: headers(body ? { "Content-Type": "application/json" } : {}), ...options };
-    if (body) init.body = JSON.stringify(body);
-    const response = await fetch(path, init);
-    if (response.status !== 401) return response;
-    await askToken();
-  }
-}
-
-async function errorText(response) {
-  try { return (await response.json()).error.message; } catch { return `HTTP ${response.status}`; }
-}
+// the turn being shown: the passages its tools returned, for the answer's citations
+let turn = { index: 0, sources: [] };
 
 function setStatus(text) { $("status").textContent = text; }
 
@@ -75,25 +51,41 @@ function live(text) {
   pre.scrollIntoView({ block: "end" });
 }
 
+function answer(event) {
+  const div = document.createElement("div");
+  div.className = "msg answer";
+  div.dataset.testid = "answer";
+  div.append(markdown(event.text));
+  const footnotes = cite(div, turn.sources);
+  if (footnotes) div.append(footnotes);
+  $("log").append(div);
+  div.scrollIntoView({ block: "end" });
+}
+
+function firstLine(text) { return text.split("\n")[0]; }
+
 // One stored or streamed event on the page.
 function show(event) {
   const pending = $("live");
   if (pending) pending.remove();
+  if (event.turn !== turn.index) turn = { index: event.turn, sources: [] };
   switch (event.type) {
     case "user": add("user", event.text, "user"); break;
-    case "thought": if (event.text) step(`Thought: ${event.text.split("\n")[0]}`, event.text); break;
+    case "thought": if (event.text) step(`Thought: ${firstLine(event.text)}`, event.text); break;
     case "action": {
-      const input = typeof event.input === "string" ? event.input : JSON.stringify(event.input);
-      if (event.tool !== "ask_user") step(`Action: ${event.tool}`, input);
+      const input = typeof event.input === "string" ? event.input : JSON.stringify(event.input, null, 2);
+      if (event.tool !== "ask_user") step(`Action: ${callLine(event.tool, event.input)}`, input);
       break;
     }
     case "observation":
-      if (event.tool !== "ask_user") step(`Observation${event.is_error ? " (error)" : ""}: ${event.tool}`, event.text);
+      if (event.tool === "ask_user") break;
+      turn.sources.push(...sourcesOf(event.text));
+      step(`Observation${event.is_error ? " (error)" : ""}: ${event.tool} → ${firstLine(event.text)}`, event.text);
       break;
     case "question": add("question", event.question, "question"); break;
     case "answer":
-      if (event.thought) step(`Thought: ${event.thought.split("\n")[0]}`, event.thought);
-      add("answer", event.text, "answer");
+      if (event.thought) step(`Thought: ${firstLine(event.thought)}`, event.thought);
+      answer(event);
       if (event.status === "stopped") add("note", `The agent was stopped (${event.reason}): this is its best answer so far.`, "note");
       break;
     case "error":
@@ -103,11 +95,26 @@ function show(event) {
   }
 }
 
+// Tokens, time and cost of a finished turn, under its answer.
+function showUsage(usage) {
+  const line = usageLine(usage);
+  if (!line) return;
+  const div = add("usage", line, "turn-usage");
+  div.title = usage.unpriced && usage.unpriced.length ? `not in the price table: ${usage.unpriced.join(", ")}` : "";
+}
+
 function setPending(pending) {
   replyTo = pending ? pending.reply_to : null;
   $("pending").hidden = !pending;
   $("pending").textContent = pending ? `The agent asks: ${pending.question}` : "";
   $("input").placeholder = pending ? "Your answer…" : "Ask something…";
+}
+
+function setBusy(value) {
+  busy = value;
+  $("send").hidden = value;
+  $("stop").hidden = !value;
+  $("stop").disabled = false;
 }
 
 function showFiles(files) {
@@ -123,13 +130,24 @@ function showFiles(files) {
 
 async function newSession() {
   const response = await api("POST", "/v1/sessions");
-  session = (await response.json()).session;
-  localStorage.setItem(KEY, session);
+  open((await response.json()).session);
   $("log").replaceChildren();
   setPending(null);
   showFiles([]);
   setStatus("");
 }
+
+function open(id) {
+  session = id;
+  localStorage.setItem(KEY, session);
+  turn = { index: 0, sources: [] };
+}
+
+const STATUS = {
+  running: "The agent is working…",
+  interrupted: "The last turn was interrupted; send a message to continue.",
+  cancelled: "The last turn was stopped.",
+};
 
 // Rebuild the page from the stored session; follows a turn that is still running.
 async function load() {
@@ -139,20 +157,26 @@ async function load() {
   if (!response.ok) return setStatus(await errorText(response));
   const view = await response.json();
   $("log").replaceChildren();
-  for (const turn of view.turns) for (const event of turn.events) show(event);
+  turn = { index: 0, sources: [] };
+  for (const t of view.turns) {
+    for (const event of t.events) show(event);
+    if (t.status !== "waiting" && !(view.status === "running" && t === view.turns.at(-1))) showUsage(t.usage);
+  }
   setPending(view.pending);
   showFiles(view.files);
   $("files-bar").hidden = !view.files_enabled;
-  setStatus(view.status === "running" ? "The agent is working…"
-    : view.status === "interrupted" ? "The last turn was interrupted; send a message to continue." : "");
-  if (view.status === "running") setTimeout(load, 1000);
+  setStatus(STATUS[view.status] || "");
+  setBusy(view.status === "running");
+  if (view.status === "running") setTimeout(() => { if (!sending) load(); }, 1000);
 }
+
+let sending = false;
 
 // POST a message and render its SSE events as they arrive.
 async function send(text) {
-  busy = true;
-  $("send").disabled = true;
-  setStatus("The agent is working…");
+  sending = true;
+  setBusy(true);
+  setStatus(STATUS.running);
   const body = { message: text };
   if (replyTo) body.reply_to = replyTo;
   setPending(null);
@@ -178,8 +202,8 @@ async function send(text) {
   } catch (error) {
     add("error", `Connection lost: ${error}. Reload to see where the agent is.`, "error");
   } finally {
-    busy = false;
-    $("send").disabled = false;
+    sending = false;
+    setBusy(false);
   }
 }
 
@@ -194,9 +218,25 @@ function frame(block) {
   const payload = JSON.parse(data);
   if (kind === "delta") return live(payload.text);
   if (kind !== "end") return show(payload);
-  setStatus(payload.status === "interrupted" ? "The turn was interrupted; send a message to continue." : "");
+  const pending = $("live");
+  if (pending) pending.remove();
+  setStatus(payload.status === "interrupted" ? "The turn was interrupted; send a message to continue."
+    : payload.status === "cancelled" ? STATUS.cancelled : "");
   setPending(payload.status === "waiting" ? { question: payload.question, reply_to: payload.reply_to } : null);
+  if (payload.status !== "waiting") showUsage(payload.usage);
   if (payload.files) showFiles(payload.files);
+}
+
+async function stop() {
+  $("stop").disabled = true;
+  setStatus("Stopping…");
+  const response = await api("POST", `/v1/sessions/${encodeURIComponent(session)}/cancel`);
+  if (!response.ok) {
+    setStatus(await errorText(response));
+    $("stop").disabled = false;
+  } else if (!sending) {
+    await load();
+  }
 }
 
 // Upload with a progress bar: the first half is the upload itself, the second half the
@@ -264,6 +304,7 @@ $("composer").addEventListener("submit", (e) => {
 $("input").addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
 });
+$("stop").addEventListener("click", () => stop());
 $("file").addEventListener("change", () => {
   const file = $("file").files[0];
   if (file) upload(file);
@@ -277,5 +318,6 @@ $("clear").addEventListener("click", async () => {
   add("note", "Context cleared: the uploaded files are forgotten.", "note");
 });
 $("new").addEventListener("click", () => newSession());
+$("history").addEventListener("click", () => showSessions(session, (id) => { open(id); load(); }));
 
 load();
