@@ -296,6 +296,7 @@ class Agent:
             repeats=RepeatGuard(self.max_repeats),
             deps=self.deps,
             services=self.services,
+            name=getattr(self, "name", None) or "reactchat",
         )
         replay(run, turn.events)
         turn_events.extend(turn.events)

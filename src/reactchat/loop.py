@@ -30,11 +30,13 @@ from reactchat.messages import (
     Request,
     ThoughtEvent,
     ToolInput,
+    Usage,
     UserEvent,
 )
 from reactchat.models import ContextTooLong, Model, ModelError
 from reactchat.store import Store
 from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
+from reactchat.tracing import NO_TRACE, TurnTrace, start_turn
 from reactchat.usage import measured
 
 INTERRUPTED = (
@@ -60,6 +62,12 @@ class TurnRun:
     deps: Any = None
     services: dict[str, Any] = field(default_factory=dict)
     step: int = 0
+    #: the agent's name, for its ``invoke_agent`` span
+    name: str = "reactchat"
+    #: the OpenTelemetry span of this run (``tracing.NO_TRACE`` when not traced)
+    trace: TurnTrace = NO_TRACE
+    #: traceparents of earlier runs of this turn that paused on a question (for span links)
+    resumes: list[str] = field(default_factory=list)
 
     async def emit(self, event: Event) -> Event:
         """Stamp an event with its place in the session and make it durable."""
@@ -74,7 +82,27 @@ class TurnRun:
         return events
 
     async def run(self) -> AsyncIterator[Event]:
-        """Run the turn until a final answer, a question for the user, or a guard stops it."""
+        """Run the turn until a final answer, a question for the user, or a guard stops it;
+        traced as one ``invoke_agent`` span when OpenTelemetry is installed."""
+        self.trace = start_turn(self.name, self.session, getattr(self.model, "name", ""), self.resumes)
+        status: str = "interrupted"
+        failure: BaseException | None = None
+        usages: list[Usage] = []
+        try:
+            async for event in self.steps():
+                if isinstance(event, ThoughtEvent | AnswerEvent | ErrorEvent) and event.usage is not None:
+                    usages.append(event.usage)
+                if isinstance(event, AnswerEvent | QuestionEvent):
+                    status = event.status if isinstance(event, AnswerEvent) else "waiting"
+                yield event
+        except BaseException as error:
+            failure = error
+            raise
+        finally:
+            self.trace.end(status, usages, failure)
+
+    async def steps(self) -> AsyncIterator[Event]:
+        """The loop itself: model, parse, tools, until an answer, a question or a guard."""
         while True:
             if self.step >= self.max_steps:
                 yield await self.best_effort("max_steps")
@@ -127,13 +155,15 @@ class TurnRun:
         ``ContextTooLong`` the caller is ``retrying`` after shrinking the prompt)."""
         started = time.perf_counter()
         try:
-            reply = await self.model.complete(request)
+            with self.trace.chat(request) as span:
+                reply = await self.model.complete(request)
+                # stored usage names its model (for prices) and is estimated where the server gave none
+                reply.usage = measured(getattr(self.model, "name", ""), request, reply)
+                span.finish(reply, reply.usage)
         except Exception as exc:
             if not (retrying and isinstance(exc, ContextTooLong)):
                 await self.emit(ErrorEvent(kind="model", message=f"{type(exc).__name__}: {exc}"))
             raise
-        # stored usage names its model (for prices) and is estimated where the server gave none
-        reply.usage = measured(getattr(self.model, "name", ""), request, reply)
         return reply, time.perf_counter() - started
 
     async def run_calls(self, calls: list[Call], thought: ThoughtEvent) -> AsyncIterator[Event]:
@@ -157,7 +187,7 @@ class TurnRun:
                 text, is_error, cut = await self.execute(call_id, name, value)
             except PauseForUser as pause:
                 if question is None:
-                    question = QuestionEvent(call_id=call_id, question=pause.question)
+                    question = QuestionEvent(call_id=call_id, question=pause.question, trace=self.trace.traceparent)
                     yield await self.emit(question)
                     continue  # the observation is the user's answer, recorded on resume
                 text, is_error, cut = "Ask one question at a time; ask this one after the answer.", True, 0
@@ -201,16 +231,20 @@ class TurnRun:
         if previous is not None:
             return self.repeats.refuse(name, previous), True, 0
         context = RunContext(self.session, self.turn, call_id, self.store, self.deps, self.services)
-        try:
-            result = observation_text(await tool.run(arguments, context))
-            is_error = False
-        except PauseForUser:
-            raise
-        except ToolTimeout as error:
-            result, is_error = f"Error: {error}. Try a simpler request or another tool.", True
-        except Exception as error:  # a tool's failure is the model's problem to route around
-            result, is_error = f"Error: {name} raised {type(error).__name__}: {error}", True
-        text, cut = truncate(result, tool.max_chars or self.max_observation)
+        with self.trace.tool(name, call_id, arguments) as span:
+            try:
+                result = observation_text(await tool.run(arguments, context))
+                is_error = False
+            except PauseForUser:
+                raise
+            except ToolTimeout as error:
+                span.failed(error)
+                result, is_error = f"Error: {error}. Try a simpler request or another tool.", True
+            except Exception as error:  # a tool's failure is the model's problem to route around
+                span.failed(error)
+                result, is_error = f"Error: {name} raised {type(error).__name__}: {error}", True
+            text, cut = truncate(result, tool.max_chars or self.max_observation)
+            span.result(text)
         self.repeats.remember(key, text)
         return text, is_error, cut
 
@@ -276,7 +310,10 @@ class TurnRun:
                         text, is_error, cut = await self.execute(event.call_id, event.tool, event.input)
                     except PauseForUser as pause:
                         # the question was never stored, so never seen: ask it now; the turn waits
-                        yield await self.emit(QuestionEvent(call_id=event.call_id, question=pause.question))
+                        question = QuestionEvent(
+                            call_id=event.call_id, question=pause.question, trace=self.trace.traceparent
+                        )
+                        yield await self.emit(question)
                         continue
                     yield await self.observe(event.call_id, event.tool, text, is_error, cut)
                 else:
@@ -303,6 +340,8 @@ def replay(run: TurnRun, events: list[Event]) -> None:
             actions.setdefault(event.step, []).append(event)
     for event in events:
         run.step = max(run.step, event.step)
+        if isinstance(event, QuestionEvent) and event.trace:
+            run.resumes.append(event.trace)
         if isinstance(event, ThoughtEvent) and event.step in actions:
             calls = [Call(a.call_id, a.tool, a.input) for a in actions[event.step]]
             run.transcript.add_step(event.raw, event.text, calls)

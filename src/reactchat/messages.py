@@ -261,6 +261,8 @@ class QuestionEvent(_Event):
     type: Literal["question"] = "question"
     call_id: str
     question: str
+    #: W3C traceparent of the traced run that asked, so that its resumption links to it
+    trace: str = ""
 
 
 class AnswerEvent(_Event):
