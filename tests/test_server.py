@@ -60,7 +60,7 @@ def test_a_turn_streams_every_step_then_the_end(client: httpx.Client) -> None:
     }
     # the turn's two model calls; the rule model reports no usage, so it is estimated
     assert isinstance(usage, dict) and usage["calls"] == 2 and usage["estimated"] is True
-    assert usage["input_tokens"] == sum(data["usage"]["input_tokens"] for _, data in frames if data.get("usage"))
+    assert usage["input_tokens"] == sum(data["usage"]["input_tokens"] for _, data in frames[:-1] if data.get("usage"))
 
 
 def test_sse_frames_arrive_while_the_turn_runs(client: httpx.Client) -> None:
