@@ -3,6 +3,7 @@
 import { callLine, cite, markdown, sourcesOf, usageLine } from "./render.js";
 import { api, errorText, askToken, headers } from "./api.js";
 import { showSessions } from "./sessions.js";
+import { hasRun, nest, planProgress, showPlan } from "./team.js";
 
 const $ = (id) => document.getElementById(id);
 const KEY = "reactchat.session";
@@ -69,8 +70,13 @@ function show(event) {
   const pending = $("live");
   if (pending) pending.remove();
   if (event.turn !== turn.index) turn = { index: event.turn, sources: [] };
+  const mark = $("log").lastElementChild;  // what follows it is this event's: nest() moves it
   switch (event.type) {
-    case "user": add("user", event.text, "user"); break;
+    case "user":
+      if (event.run && !hasRun($("log"), event.run)) step(`Task: ${firstLine(event.text)}`, event.text);  // a sub-agent's
+      else add("user", event.text, "user");
+      break;
+    case "plan": showPlan($("log"), event); break;
     case "thought": if (event.text) step(`Thought: ${firstLine(event.text)}`, event.text); break;
     case "action": {
       const input = typeof event.input === "string" ? event.input : JSON.stringify(event.input, null, 2);
@@ -85,6 +91,7 @@ function show(event) {
     case "question": add("question", event.question, "question"); break;
     case "answer":
       if (event.thought) step(`Thought: ${firstLine(event.thought)}`, event.thought);
+      if (event.run) { step(`Answer: ${firstLine(event.text)}`, event.text); break; }  // a sub-agent's
       answer(event);
       if (event.status === "stopped") add("note", `The agent was stopped (${event.reason}): this is its best answer so far.`, "note");
       break;
@@ -93,6 +100,8 @@ function show(event) {
       else add("error", event.message, "error");
       break;
   }
+  nest($("log"), event, mark);
+  planProgress($("log"), event);
 }
 
 // Tokens, time and cost of a finished turn, under its answer.
