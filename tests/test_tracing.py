@@ -222,3 +222,23 @@ def test_importing_reactchat_does_not_import_opentelemetry() -> None:
     script = "import sys, reactchat; print([m for m in sys.modules if m.startswith('opentelemetry')])"
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "[]", done.stderr
+
+
+def test_with_no_provider_set_no_span_is_made_until_the_application_sets_one() -> None:
+    script = """
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from reactchat import tracing
+assert tracing.start_turn("a", "s", "scripted") is tracing.NO_TRACE
+exporter = InMemorySpanExporter()
+provider = TracerProvider()
+provider.add_span_processor(SimpleSpanProcessor(exporter))
+trace.set_tracer_provider(provider)
+run = tracing.start_turn("a", "s", "scripted")
+run.end("done")
+print([s.name for s in exporter.get_finished_spans()])
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.stdout.strip() == "['invoke_agent a']", done.stderr

@@ -9,8 +9,8 @@
 Optional, and free when unused: with OpenTelemetry not installed (``pip install
 'reactchat[otel]'``) every hook is a no-op and nothing is imported. Nothing is ever
 exported by reactchat itself: spans go to the tracer provider the application configured
-(``opentelemetry.trace.set_tracer_provider``, or ``configure(tracer_provider=...)``), and
-the API's default provider drops them.
+(``opentelemetry.trace.set_tracer_provider``, or ``configure(tracer_provider=...)``);
+while no provider is set, no span is made at all.
 
 Message and tool content (prompts, replies, tool arguments and results, exception
 messages) is recorded only when ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is
@@ -75,6 +75,8 @@ class _Otel:
         from opentelemetry import metrics, trace
 
         self.trace = trace
+        self.metrics = metrics
+        self.explicit = tracer_provider is not None or meter_provider is not None
         self.tracer = trace.get_tracer(SCOPE, tracer_provider=tracer_provider)
         meter = metrics.get_meter(SCOPE, meter_provider=meter_provider)
         self.tokens = meter.create_histogram(
@@ -89,6 +91,17 @@ class _Otel:
             description="GenAI operation duration",
             explicit_bucket_boundaries_advisory=DURATION_BUCKETS,
         )
+
+    def configured(self) -> bool:
+        """Whether anything would receive spans or metrics: providers given to ``configure``,
+        or global ones the application set. Until then the API's proxies drop everything,
+        and not making spans at all saves most of their cost."""
+        if self.explicit:
+            return True
+        unset_tracer = isinstance(self.trace.get_tracer_provider(), self.trace.ProxyTracerProvider)
+        # the API's placeholder meter provider has no public class to test against
+        unset_meter = type(self.metrics.get_meter_provider()).__name__ == "_ProxyMeterProvider"
+        return not (unset_tracer and unset_meter)
 
 
 _state: dict[str, _Otel | None] = {}
@@ -185,7 +198,7 @@ def start_turn(agent: str, session: str, model_name: str, resumes: Sequence[str]
     yields); its children name it as their parent.
     """
     otel = _otel()
-    if otel is None:
+    if otel is None or not otel.configured():
         return NO_TRACE
     return _Turn(otel, agent, session, model_name, resumes)
 

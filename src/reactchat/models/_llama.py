@@ -14,6 +14,7 @@ import itertools
 import math
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,13 +177,18 @@ def generate(
     stops: list[str],
     max_tokens: int,
     sampling: Sampling,
+    watch: Watch | None = None,
 ) -> Sample:
     """Generate after ``tokens`` (reusing llama.cpp's cached prefix) until the model ends
-    its turn, a stop sequence appears or ``max_tokens`` are out."""
+    its turn, a stop sequence appears, ``max_tokens`` are out or ``watch`` stops it."""
+    sample = Sample(watch=watch, hold=max((len(s) for s in stops), default=1) - 1)
     if grammar_text and sampling.temperature == 0 and sampling.repeat_penalty == 1.0:
-        return _greedy_sample(llama_cpp, llama, tokens, grammar_text, stops, max_tokens)
-    grammar = llama_cpp.LlamaGrammar.from_string(grammar_text) if grammar_text else None
-    return _full_sample(llama_cpp, llama, tokens, grammar, stops, max_tokens, sampling)
+        _greedy_sample(llama_cpp, llama, tokens, grammar_text, stops, max_tokens, sample)
+    else:
+        grammar = llama_cpp.LlamaGrammar.from_string(grammar_text) if grammar_text else None
+        _full_sample(llama_cpp, llama, tokens, grammar, stops, max_tokens, sampling, sample)
+    sample.flush()
+    return sample
 
 
 def _full_sample(
@@ -193,9 +199,10 @@ def _full_sample(
     stops: list[str],
     max_tokens: int,
     sampling: Sampling,
+    sample: Sample | None = None,
 ) -> Sample:
     """Any sampling settings, through ``Llama.generate`` (grammar over the whole vocabulary)."""
-    sample = Sample()
+    sample = sample or Sample()
     for token in llama.generate(
         tokens,
         temp=sampling.temperature,
@@ -210,7 +217,13 @@ def _full_sample(
 
 
 def _greedy_sample(
-    llama_cpp: Any, llama: Any, tokens: list[int], grammar_text: str, stops: list[str], max_tokens: int
+    llama_cpp: Any,
+    llama: Any,
+    tokens: list[int],
+    grammar_text: str,
+    stops: list[str],
+    max_tokens: int,
+    sample: Sample | None = None,
 ) -> Sample:
     """Greedy decoding under a grammar that asks the grammar only about the model's choice.
 
@@ -243,7 +256,7 @@ def _greedy_sample(
     every = np.zeros(n_vocab, dtype=np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)]))
     every["id"] = np.arange(n_vocab, dtype=np.int32)
     every_pointer = every.ctypes.data_as(ctypes.POINTER(llama_cpp.llama_token_data))
-    sample = Sample()
+    sample = sample or Sample()
     try:
         while True:
             logits = np.ctypeslib.as_array(ctx.get_logits_ith(-1), shape=(n_vocab,))
@@ -268,6 +281,15 @@ def _greedy_sample(
 
 
 @dataclass
+class Watch:
+    """Someone following a generation from another thread: ``on_text`` gets the text as it
+    grows, ``stop`` ends the generation at the next token (its caller was cancelled)."""
+
+    on_text: Callable[[str], Any] | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
 class Sample:
     """What one generation produced: tokens (without the end-of-turn), text, why it stopped."""
 
@@ -275,11 +297,22 @@ class Sample:
     text: str = ""
     stop_reason: str = "max_tokens"
     first_at: float | None = None
+    watch: Watch | None = None
+    #: characters kept back from ``watch.on_text``: the longest stop sequence but one,
+    #: which a later token may still complete and cut
+    hold: int = 0
+    shown: int = 0
 
     def add(self, llama_cpp: Any, llama: Any, token: int, stops: list[str], max_tokens: int) -> bool:
-        """Take one sampled token; True when generation ends (end of turn, a stop sequence, the limit)."""
+        """Take one sampled token; True when generation ends (end of turn, a stop sequence,
+        the limit, or the watcher's ``stop``)."""
         if self.first_at is None:
             self.first_at = time.perf_counter()
+        if self.watch is not None:
+            if self.watch.stop.is_set():
+                self.stop_reason = "cancelled"
+                return True
+            self.show(len(self.text) - self.hold)
         if llama_cpp.llama_vocab_is_eog(llama._model.vocab, token):
             self.stop_reason = "end"
             return True
@@ -291,6 +324,17 @@ class Sample:
             self.text, self.stop_reason = self.text[:cut], "stop_sequence"
             return True
         return len(self.tokens) >= max_tokens
+
+    def show(self, upto: int) -> None:
+        """Pass the text up to ``upto`` that the watcher has not seen yet."""
+        if self.watch is not None and self.watch.on_text is not None and upto > self.shown:
+            self.watch.on_text(self.text[self.shown : upto])
+            self.shown = upto
+
+    def flush(self) -> None:
+        """The generation ended: pass what was held back (stop sequences already cut)."""
+        if self.stop_reason != "cancelled":
+            self.show(len(self.text))
 
 
 def _common_prefix(a: bytes, b: bytes) -> int:

@@ -45,7 +45,7 @@ from reactchat.messages import (
 )
 from reactchat.models._base import ContextTooLong
 from reactchat.models._grammar import Limits, final_answer_grammar, react_step_grammar, tool_call_grammar
-from reactchat.models._llama import INSTALL_HINT, Runtime, Sampling, generate, import_llama_cpp, load
+from reactchat.models._llama import INSTALL_HINT, Runtime, Sampling, Watch, generate, import_llama_cpp, load
 
 __all__ = ["DEFAULT_GGUF", "CallStats", "Limits", "LocalModel", "default_model_path", "from_spec"]
 
@@ -171,16 +171,29 @@ class LocalModel:
         return self._grammar_for(request, _chat_messages(request)[1]) if self.grammar else None
 
     async def complete(self, request: Request) -> Reply:
-        """Answer one request in a worker thread, so the event loop keeps running."""
-        return await asyncio.to_thread(self.complete_sync, request)
+        """Answer one request in a worker thread, so the event loop keeps running.
 
-    def complete_sync(self, request: Request) -> Reply:
-        """Answer one request, blocking."""
+        The text streams to ``request.on_delta`` as it is generated; a cancelled call stops
+        generating at the next token (the thread does not run on to ``max_tokens``).
+        """
+        on_delta = getattr(request, "on_delta", None)
+        watch = Watch()
+        if on_delta is not None:
+            loop = asyncio.get_running_loop()
+            watch.on_text = lambda text: loop.call_soon_threadsafe(on_delta, text)
+        try:
+            return await asyncio.to_thread(self.complete_sync, request, watch)
+        except asyncio.CancelledError:
+            watch.stop.set()
+            raise
+
+    def complete_sync(self, request: Request, watch: Watch | None = None) -> Reply:
+        """Answer one request, blocking (``watch`` follows or stops it from another thread)."""
         runtime = self._runtime()
         chat, prefill = _chat_messages(request)
         head = _render(runtime, chat)
         grammar_text = self._grammar_for(request, prefill) if self.grammar else None
-        text, stats = self._generate(runtime, head, prefill, request, grammar_text)
+        text, stats = self._generate(runtime, head, prefill, request, grammar_text, watch)
         self.calls.append(stats)
         usage = Usage(
             input_tokens=stats.prompt_tokens,
@@ -211,7 +224,13 @@ class LocalModel:
         return None
 
     def _generate(
-        self, runtime: Runtime, head: str, prefill: str, request: Request, grammar_text: str | None
+        self,
+        runtime: Runtime,
+        head: str,
+        prefill: str,
+        request: Request,
+        grammar_text: str | None,
+        watch: Watch | None = None,
     ) -> tuple[str, CallStats]:
         llama_cpp = import_llama_cpp()
         llama = runtime.llama
@@ -230,7 +249,9 @@ class LocalModel:
             llama_cpp.llama_perf_context_reset(llama.ctx)
             started, cpu_started = time.perf_counter(), time.process_time()
             try:
-                sample = generate(llama_cpp, llama, tokens, grammar_text, request.stop, max_tokens, self.sampling)
+                sample = generate(
+                    llama_cpp, llama, tokens, grammar_text, request.stop, max_tokens, self.sampling, watch
+                )
             except BaseException:
                 runtime.forget()
                 raise
