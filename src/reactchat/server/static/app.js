@@ -303,21 +303,23 @@ function upload(file) {
   xhr.send(form);
 }
 
-$("composer").addEventListener("submit", (e) => {
+$("composer").addEventListener("submit", async (e) => {
   e.preventDefault();
   const text = $("input").value.trim();
   if (!text || busy) return;
   $("input").value = "";
+  await ready;  // the first load may still be creating the session
   send(text);
 });
 $("input").addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
 });
 $("stop").addEventListener("click", () => stop());
-$("file").addEventListener("change", () => {
+$("file").addEventListener("change", async () => {
   const file = $("file").files[0];
-  if (file) upload(file);
   $("file").value = "";
+  await ready;
+  if (file) upload(file);
 });
 $("clear").addEventListener("click", async () => {
   const response = await api("DELETE", `/v1/sessions/${encodeURIComponent(session)}/context`);
@@ -326,7 +328,8 @@ $("clear").addEventListener("click", async () => {
   $("upload-note").textContent = "";
   add("note", "Context cleared: the uploaded files are forgotten.", "note");
 });
-$("new").addEventListener("click", () => newSession());
-$("history").addEventListener("click", () => showSessions(session, (id) => { open(id); load(); }));
+$("new").addEventListener("click", () => { ready = newSession(); });
+$("history").addEventListener("click", () => showSessions(session, (id) => { open(id); ready = load(); }));
 
-load();
+// what a message or an upload waits for: the session being created or opened
+let ready = load();
