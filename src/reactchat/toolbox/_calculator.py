@@ -3,6 +3,12 @@
 Besides ``+ - * / // % **`` and a few functions it reads percentages the way people
 write them: ``80.16 + 15%`` is 80.16 × 1.15, ``15% of 80.16`` is 12.024,
 ``80.16 * 115%`` is 92.184. ``×``, ``÷`` and ``^`` are accepted.
+
+It runs inline on the event loop, so every operation is bounded before it runs:
+integers never exceed ``MAX_INT_BITS`` (literals included), a product or a power is
+refused when its result would, ``round``'s digits stay within ``MAX_ROUND_DIGITS``,
+and the expression is at most ``MAX_LENGTH`` characters. Each operation then costs
+microseconds and no expression takes more than a millisecond or so.
 """
 
 from __future__ import annotations
@@ -23,6 +29,8 @@ Number = int | float
 MAX_EXPONENT = 1000
 MAX_INT_BITS = 4096
 MAX_LENGTH = 500
+#: ``round(x, n)`` with ``|n|`` above this is refused (``round(7, -10**9)`` computes 10**(10**9))
+MAX_ROUND_DIGITS = 100
 
 
 class CalculatorError(ValueError):
@@ -75,10 +83,12 @@ def evaluate(expression: str) -> Number:
     source = _rewrite(expression)
     try:
         tree = ast.parse(source, mode="eval")
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError):
         raise CalculatorError(f"not an arithmetic expression: {expression!r}") from None
     try:
         return _eval(tree.body)
+    except RecursionError:
+        raise CalculatorError("the expression is nested too deeply") from None
     except ZeroDivisionError:
         raise CalculatorError("division by zero") from None
     except OverflowError:
@@ -91,7 +101,7 @@ def evaluate(expression: str) -> Number:
 
 def _eval(node: ast.AST) -> Number:
     if isinstance(node, ast.Constant) and isinstance(node.value, int | float) and not isinstance(node.value, bool):
-        return node.value
+        return _check(node.value)
     if isinstance(node, ast.Name) and node.id in _CONSTANTS:
         return _CONSTANTS[node.id]
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
@@ -105,6 +115,8 @@ def _eval(node: ast.AST) -> Number:
             return args[0] / 100
         function = _FUNCTIONS.get(node.func.id)
         if function is not None:
+            if function is round:
+                _check_round(args)
             return _check(function(*args))
         raise CalculatorError(f"unknown function {node.func.id!r}; available: {', '.join(sorted(_FUNCTIONS))}")
     if isinstance(node, ast.Name):
@@ -133,7 +145,23 @@ def _binary(node: ast.BinOp) -> Number:
     operation = _BINARY.get(type(node.op))
     if operation is None:
         raise CalculatorError(f"unsupported operator in {ast.unparse(node)!r}")
+    if isinstance(node.op, ast.Mult) and _int_bits(left) + _int_bits(right) > MAX_INT_BITS + 1:
+        raise CalculatorError("result too large")
     return _check(operation(left, right))
+
+
+def _int_bits(value: Number) -> int:
+    return value.bit_length() if isinstance(value, int) else 0
+
+
+def _check_round(args: list[Number]) -> None:
+    """``round(x, n)`` computes ``10 ** abs(n)``: keep ``n`` small and whole."""
+    if len(args) == 2:
+        digits = args[1]
+        if not isinstance(digits, int):
+            raise CalculatorError("round(x, n) needs a whole number of digits n")
+        if abs(digits) > MAX_ROUND_DIGITS:
+            raise CalculatorError(f"round(x, n) takes at most {MAX_ROUND_DIGITS} digits either way")
 
 
 def _check(value: Any) -> Number:

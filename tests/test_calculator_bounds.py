@@ -1,0 +1,89 @@
+"""The built-in calculator runs inline on the event loop: no expression may take long.
+
+The attacks of issue 17 first, then a fuzz test over generated expressions (extreme
+literals, every operator and function, deep nesting) with a time limit per expression.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from reactchat.toolbox import CalculatorError, evaluate
+from reactchat.toolbox._calculator import MAX_LENGTH
+
+#: far above what a bounded expression takes (tens of microseconds), far below a blocked loop
+LIMIT = 0.05
+
+
+def timed(expression: str) -> float:
+    start = time.perf_counter()
+    with contextlib.suppress(CalculatorError):
+        evaluate(expression)
+    return time.perf_counter() - start
+
+
+@pytest.mark.parametrize(
+    ("expression", "message"),
+    [
+        ("round(7, -10**1000)", "digits"),
+        ("round(1, -10**7)", "digits"),
+        ("round(1, -101)", "digits"),
+        ("round(2.5, 0.5)", "whole number"),
+        ("9**999 * 9**999 * 9**999 * 9**999 * 9**999", "too large"),
+        ("(9**999) * (9**999)", "too large"),
+        ("9**999 * 2**929 + 9**999 * 2**929", "too large"),
+        ("1e999", "finite"),
+        ("floor(1e308) ** 5", "too large"),
+        ("-" * 400 + "1" + "+1" * 40, ""),
+    ],
+)
+def test_attacks_from_the_issue_are_refused_at_once(expression: str, message: str) -> None:
+    start = time.perf_counter()
+    if message:
+        with pytest.raises(CalculatorError, match=message):
+            evaluate(expression)
+    else:
+        evaluate(expression)
+    assert time.perf_counter() - start < LIMIT
+
+
+def test_round_still_rounds() -> None:
+    assert evaluate("round(1234.5678, -2)") == 1200
+    assert evaluate("round(12345, -100)") == 0
+    assert evaluate("round(2.5555, 2)") == 2.56
+
+
+_NUMBERS = st.one_of(
+    st.integers(min_value=0, max_value=10**40).map(str),
+    st.sampled_from(["0", "1", "2", "7", "9" * 200, "10" + "0" * 300, "1e308", "1e-308", "0.5", "3.14159", "1e16"]),
+    st.floats(min_value=0, max_value=1e308, allow_nan=False, allow_infinity=False).map(repr),
+)
+_BINARY = st.sampled_from(["+", "-", "*", "/", "//", "%", "**", "^", "×", "÷"])
+_FUNCTIONS = st.sampled_from(
+    ["abs", "round", "min", "max", "sqrt", "log", "log10", "exp", "sin", "cos", "tan", "floor", "ceil"]
+)
+
+
+def _extend(children: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+    binary = st.tuples(children, _BINARY, children).map(lambda t: f"({t[0]} {t[1]} {t[2]})")
+    unary = st.tuples(st.sampled_from(["-", "+"]), children).map(lambda t: f"{t[0]}{t[1]}")
+    call = st.tuples(_FUNCTIONS, st.lists(children, min_size=1, max_size=3)).map(lambda t: f"{t[0]}({', '.join(t[1])})")
+    percent = st.tuples(children, st.sampled_from([" + ", " - ", " * "]), _NUMBERS).map(
+        lambda t: f"{t[0]}{t[1]}{t[2]}%"
+    )
+    return st.one_of(binary, unary, call, percent)
+
+
+EXPRESSIONS = st.recursive(_NUMBERS, _extend, max_leaves=12).filter(lambda e: len(e) <= MAX_LENGTH)
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much])
+@given(EXPRESSIONS)
+def test_every_generated_expression_answers_within_the_limit(expression: str) -> None:
+    elapsed = timed(expression)
+    assert elapsed < LIMIT, f"{expression!r} took {elapsed * 1000:.1f} ms"
