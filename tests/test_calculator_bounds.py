@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import time
+from pathlib import Path
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from attack_support import Watch, serve
 from reactchat.toolbox import CalculatorError, evaluate
 from reactchat.toolbox._calculator import MAX_LENGTH
 
@@ -87,3 +90,19 @@ EXPRESSIONS = st.recursive(_NUMBERS, _extend, max_leaves=12).filter(lambda e: le
 def test_every_generated_expression_answers_within_the_limit(expression: str) -> None:
     elapsed = timed(expression)
     assert elapsed < LIMIT, f"{expression!r} took {elapsed * 1000:.1f} ms"
+
+
+def test_a_calculator_attack_on_a_real_server_leaves_other_sessions_answering(tmp_path: Path) -> None:
+    with serve(tmp_path) as served, Watch(served) as watch, httpx.Client(base_url=served.url, timeout=30) as client:
+        session = client.post("/v1/sessions").json()["session"]
+        for expression in ("round(7, -10**1000)", "round(1, -10**7)"):
+            start = time.perf_counter()
+            reply = client.post(
+                f"/v1/sessions/{session}/messages", json={"message": f"compute {expression}", "stream": False}
+            )
+            assert time.perf_counter() - start < 1.0
+            assert reply.status_code == 200
+            assert "digits" in reply.json()["answer"], reply.json()
+        time.sleep(0.6)  # a few more probes after the attack
+    watch.assert_responsive()
+    assert watch.peak_server < 300 * 2**20
