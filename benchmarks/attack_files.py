@@ -78,16 +78,38 @@ def json_array(path: Path, size: int = 20_000_000) -> Path:
     return path
 
 
-def csv_rows(path: Path, size: int = 20_000_000) -> Path:
-    """A CSV of short rows, about ``size`` bytes."""
-    row = b"1,2,3\n"
+def csv_rows(path: Path, size: int = 20_000_000, row: bytes = b"1,2,3\n") -> Path:
+    """A CSV of ``row`` repeated to about ``size`` bytes (short rows: over the rows limit)."""
     path.write_bytes(b"a,b,c\n" + row * (size // len(row)))
+    return path
+
+
+def csv_records(path: Path, size: int = 20_000_000) -> Path:
+    """A CSV of 120-byte records, about ``size`` bytes: a large table within the limits."""
+    row = b"%s,Rue Lepic %s,a rose bouquet of twelve stems,80.16,delivered before noon to the second floor\n"
+    with path.open("wb") as out:
+        out.write(b"id,street,item,price,note\n")
+        for n in range(size // 120):
+            out.write(row % (b"%07d" % n, b"%05d" % (n % 99999)))
     return path
 
 
 def text_lines(path: Path, size: int = 20_000_000) -> Path:
     """Plain text of one-word lines with no blank line, about ``size`` bytes: one huge paragraph."""
     path.write_bytes(b"word\n" * (size // 5))
+    return path
+
+
+def text_paragraphs(path: Path, size: int = 20_000_000) -> Path:
+    """Plain prose, about ``size`` bytes: paragraphs of five sentences."""
+    sentence = "The train to Lyon leaves platform %d at 9:%02d and the rose costs %d euros. "
+    with path.open("w", encoding="utf-8") as out:
+        written, n = 0, 0
+        while written < size:
+            para = "".join(sentence % (n % 30, n % 60, n % 97 + k) for k in range(5)) + "\n\n"
+            out.write(para)
+            written += len(para)
+            n += 1
     return path
 
 
@@ -125,4 +147,21 @@ def shared_stream_pdf(path: Path, pages: int = 90_000, draws: int = 20_000) -> P
         out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
         out.write(b"".join(b"%010d 00000 n \n" % offset for offset in offsets))
         out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, position))
+    return path
+
+
+def json_records(path: Path, size: int = 20_000_000) -> Path:
+    """A JSON array of 200-byte records, about ``size`` bytes: a large data set within the limits."""
+    with path.open("w", encoding="utf-8") as out:
+        out.write("[")
+        written, n = 1, 0
+        while written < size:
+            item = (
+                f'{"," if n else ""}{{"id": {n}, "street": "Rue Lepic {n % 99999}", "price": 80.16, '
+                f'"note": "a rose bouquet of twelve stems delivered before noon to the second floor"}}'
+            )
+            out.write(item)
+            written += len(item)
+            n += 1
+        out.write("]")
     return path

@@ -31,6 +31,10 @@ TESTS = Path(__file__).resolve().parent
 def app() -> Any:
     """For ``uvicorn --factory``: the rule model over ``REACTCHAT_DB``, options from ``REACTCHAT_TEST_OPTIONS``."""
     options = json.loads(os.environ.get("REACTCHAT_TEST_OPTIONS", "{}"))
+    if "file_limits" in options:
+        from reactchat.knowledge import Limits
+
+        options["file_limits"] = Limits(**options["file_limits"])
     return make_app(os.environ["REACTCHAT_DB"], **options)
 
 
@@ -108,13 +112,15 @@ def _descendants(pid: int) -> list[int]:
 
 @dataclass
 class Watch:
-    """Samples the server's memory (with its children) and an innocent session's latency."""
+    """Samples the server's memory, its children's (all together, and the largest one) and an
+    innocent session's latency."""
 
     served: Served
     interval: float = 0.05
     probe_every: float = 0.25
     peak_server: int = 0
     peak_children: int = 0
+    peak_child: int = 0
     latencies: list[float] = field(default_factory=list)
     failures: list[str] = field(default_factory=list)
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -141,8 +147,9 @@ class Watch:
     def _sample(self) -> None:
         while not self._stop.is_set():
             self.peak_server = max(self.peak_server, _rss(self.served.pid))
-            children = sum(_rss(child) for child in _descendants(self.served.pid))
-            self.peak_children = max(self.peak_children, children)
+            children = [_rss(child) for child in _descendants(self.served.pid)]
+            self.peak_children = max(self.peak_children, sum(children))
+            self.peak_child = max([self.peak_child, *children])
             self._stop.wait(self.interval)
 
     def _probe(self) -> None:

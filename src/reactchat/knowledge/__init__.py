@@ -15,14 +15,26 @@ is searchable in the next three turns. A turn that waits on an ask_user question
 counts once, when it ends. Files are stored in the session
 store's own database, in ``kb_*`` tables: SQLite FTS5 (BM25) or PostgreSQL full-text
 search, fused with dense retrieval when ``embeddings=True`` (extra ``embeddings``).
-Supported: .txt .md .html .pdf .docx .csv .json, recognised by content (PDF and Word
-need the ``files`` extra).
+Supported: .txt .md .html .pdf .docx .csv .json, recognised by content (PDF and JSON
+need the ``files`` extra). Files are read in parser processes under ``Limits`` (pages,
+paragraphs, rows, cells, characters, CPU seconds, memory): a file over one is refused
+with ``FileRejected`` and nothing is stored.
 """
 
 from __future__ import annotations
 
 from reactchat.knowledge._kb import FileInfo, Hit, KnowledgeBase, fuse
-from reactchat.knowledge._parse import FileRejected
+from reactchat.knowledge._parse import FileRejected, Limits
 from reactchat.knowledge._tool import attach, render, search_files_tool
 
-__all__ = ["FileInfo", "FileRejected", "Hit", "KnowledgeBase", "attach", "fuse", "render", "search_files_tool"]
+__all__ = [
+    "FileInfo",
+    "FileRejected",
+    "Hit",
+    "KnowledgeBase",
+    "Limits",
+    "attach",
+    "fuse",
+    "render",
+    "search_files_tool",
+]

@@ -1,5 +1,8 @@
 """Chunking: blocks packed into passages of about ``size`` characters, with overlap.
 
+It streams: blocks are consumed as a parser yields them and chunks come out as they
+fill, so a long document never has all its pieces in memory at once.
+
 A chunk never crosses a page or a heading, so each one cites one place. Inside a
 section, consecutive chunks share ``overlap`` characters (whole sentences or words
 where possible) so that a fact cut at a boundary is still found whole in one chunk.
@@ -7,7 +10,9 @@ where possible) so that a fact cut at a boundary is still found whole in one chu
 
 from __future__ import annotations
 
+import itertools
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from reactchat.knowledge._parse import Block, Document
@@ -27,65 +32,58 @@ class Chunk:
 _SENTENCE = re.compile(r"(?<=[.!?。！？;:])\s+")
 
 
-def _pieces(block: Block, size: int) -> list[tuple[str, int | None]]:
+def _pieces(block: Block, size: int) -> Iterator[tuple[str, int | None]]:
     """A block cut into pieces of at most ``size`` characters: lines, sentences, then words."""
     if len(block.text) <= size:
-        return [(block.text, block.line)]
-    pieces: list[tuple[str, int | None]] = []
+        yield block.text, block.line
+        return
     for offset, text in enumerate(block.text.split("\n")):
         line = None if block.line is None else block.line + offset
         for sentence in _SENTENCE.split(text):
+            if len(sentence) <= size:  # the common case, as the loop below would join it
+                if words := " ".join(sentence.split()):
+                    yield words, line
+                continue
             current = ""
             for word in sentence.split():
                 while len(word) > size:  # a run without spaces (a URL, base64): cut it hard
-                    pieces.append((word[:size], line))
+                    yield word[:size], line
                     word = word[size:]
                 if current and len(current) + 1 + len(word) > size:
-                    pieces.append((current, line))
+                    yield current, line
                     current = ""
                 current = f"{current} {word}" if current else word
             if current:
-                pieces.append((current, line))
-    return pieces
+                yield current, line
 
 
-def chunk(doc: Document, size: int = 1000, overlap: int = 150) -> list[Chunk]:
-    """Pack a document's blocks into chunks."""
+def chunk(doc: Document, size: int = 1000, overlap: int = 150) -> Iterator[Chunk]:
+    """Pack a document's blocks into chunks, as the blocks are read."""
     if overlap >= size:
         raise ValueError("overlap must be smaller than the chunk size")
-    chunks: list[Chunk] = []
-    group: list[Block] = []
-
-    def flush() -> None:
-        if group:
-            chunks.extend(_pack(group, size, overlap, doc.unit))
-            group.clear()
-
-    for block in doc.blocks:
-        if group and (block.page, block.heading) != (group[0].page, group[0].heading):
-            flush()
-        group.append(block)
-    flush()
-    return chunks
+    for _, group in itertools.groupby(doc.blocks, key=lambda block: (block.page, block.heading)):
+        blocks = iter(group)
+        first = next(blocks)
+        pieces = (piece for block in itertools.chain([first], blocks) for piece in _pieces(block, size))
+        yield from _pack(pieces, first, size, overlap, doc.unit)
 
 
-def _pack(blocks: list[Block], size: int, overlap: int, unit: str) -> list[Chunk]:
-    pieces = [piece for block in blocks for piece in _pieces(block, size)]
-    out: list[Chunk] = []
+def _pack(
+    pieces: Iterable[tuple[str, int | None]], first: Block, size: int, overlap: int, unit: str
+) -> Iterator[Chunk]:
     current: list[tuple[str, int | None]] = []
     length = 0
     fresh = 0  # pieces in ``current`` that no earlier chunk holds
     for text, line in pieces:
         if current and length + len(text) + 1 > size:
-            out.append(_make(current, blocks[0], unit))
+            yield _make(current, first, unit)
             current, length = _tail(current, overlap, size - len(text) - 1)
             fresh = 0
         current.append((text, line))
         length += len(text) + 1
         fresh += 1
     if current and fresh:
-        out.append(_make(current, blocks[0], unit))
-    return out
+        yield _make(current, first, unit)
 
 
 def _tail(pieces: list[tuple[str, int | None]], overlap: int, room: int) -> tuple[list[tuple[str, int | None]], int]:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
+import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -46,13 +49,36 @@ def describe(info: FileInfo) -> str:
     )
 
 
+def read_local(path: str, max_bytes: int) -> bytes:
+    """A regular file's bytes, its type and size checked before anything is read: a FIFO, a
+    device (``/dev/zero``) or a folder is refused, and so is a file over ``max_bytes``."""
+    file = Path(path).expanduser()
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; fstat then says what it is
+        fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise FileRejected(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise FileRejected(f"{path}: not a regular file (a folder, a device or a pipe cannot be uploaded)")
+        if info.st_size > max_bytes:
+            raise FileRejected(
+                f"{path}: {info.st_size / 1e6:.1f} MB is over the {max_bytes / 1e6:.1f} MB limit; "
+                "split it or upload the part you need",
+                "too_large",
+            )
+        os.set_blocking(fd, True)
+        data = handle.read(max_bytes + 1)  # the file may have grown since fstat
+    if len(data) > max_bytes:
+        raise FileRejected(f"{path}: the file is over the {max_bytes / 1e6:.1f} MB limit", "too_large")
+    return data
+
+
 async def upload(kb: KnowledgeBase, session: str, path: str, out: TextIO, err: TextIO) -> FileInfo:
     """Read a local file into the session's knowledge base, with a progress bar on ``err``."""
     file = Path(path).expanduser()
-    try:
-        data = file.read_bytes()
-    except OSError as exc:
-        raise FileRejected(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    data = await asyncio.to_thread(read_local, path, kb.max_bytes)
     bar = ProgressBar(file.name, err)
     try:
         info = await kb.add_file(session, file.name, data, progress=bar)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -52,7 +53,14 @@ class ChunkRow:
 class Index(Protocol):
     """The storage operations of a knowledge base (synchronous, thread-safe)."""
 
-    def add(self, file: FileRow, data: bytes, chunks: Sequence[Chunk], vectors: Sequence[bytes] | None) -> None: ...
+    def add(
+        self,
+        file: FileRow,
+        data: bytes,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[bytes] | None,
+        max_files: int | None = None,
+    ) -> bool: ...
     def files(self, session: str) -> list[FileRow]: ...
     def data(self, session: str, file_id: str) -> bytes | None: ...
     def delete(self, session: str, file_ids: Sequence[str] | None = None) -> list[FileRow]: ...
@@ -115,6 +123,16 @@ CREATE VIRTUAL TABLE IF NOT EXISTS kb_fts USING fts5(
     text, heading, tokenize = 'porter unicode61 remove_diacritics 2');
 """
 
+#: chunks written per transaction (each holds SQLite's write lock for about 10 ms), and the pause
+#: after each, in seconds
+_BATCH = 128
+_PAUSE = 0.02
+
+
+class _Full(Exception):
+    """The session has as many files as it may."""
+
+
 _FILE_COLUMNS = "id, session, name, kind, size, pages, chunks, retention, rounds, created"
 
 
@@ -147,24 +165,69 @@ class SQLiteIndex:
                 raise
             self.db.execute("COMMIT")
 
-    def add(self, file: FileRow, data: bytes, chunks: Sequence[Chunk], vectors: Sequence[bytes] | None) -> None:
-        """Store a file, its chunks and their index entries in one transaction."""
-        with self.write() as db:
-            db.execute(
-                f"INSERT INTO kb_files ({_FILE_COLUMNS}, data) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                (*_file_values(file), data),
-            )
-            for ord_, chunk in enumerate(chunks):
-                vector = vectors[ord_] if vectors is not None else None
-                cursor = db.execute(
-                    "INSERT INTO kb_chunks (file_id, session, ord, text, page, heading, span, vector) "
-                    "VALUES (?,?,?,?,?,?,?,?)",
-                    (file.id, file.session, ord_, chunk.text, chunk.page, chunk.heading, chunk.span, vector),
-                )
+    def add(
+        self,
+        file: FileRow,
+        data: bytes,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[bytes] | None,
+        max_files: int | None = None,
+    ) -> bool:
+        """Store a file, its chunks and their index entries; False (nothing stored) if the
+        session already has ``max_files`` files.
+
+        SQLite has one writer at a time and the sessions share this database, so a large
+        file is written in batches of chunks, each its own short transaction, and the
+        file's row comes last, in a transaction that also counts the session's files:
+        until then its chunks belong to no file and no query sees them (queries join
+        ``kb_files``); if anything fails they are deleted.
+        """
+        try:
+            for start in range(0, len(chunks), _BATCH):
+                if start:
+                    # a pause between batches: a writer waiting on the lock (a session's turn,
+                    # whose busy handler polls) gets its turn instead of waiting for the whole file
+                    time.sleep(_PAUSE)
+                with self.write() as db:
+                    self._add_chunks(db, file, chunks, vectors, start)
+            with self.write() as db:
+                if max_files is not None:
+                    count = db.execute("SELECT count(*) FROM kb_files WHERE session = ?", (file.session,)).fetchone()
+                    if count[0] >= max_files:
+                        raise _Full
                 db.execute(
-                    "INSERT INTO kb_fts (rowid, text, heading) VALUES (?,?,?)",
-                    (cursor.lastrowid, chunk.text, chunk.heading),
+                    f"INSERT INTO kb_files ({_FILE_COLUMNS}, data) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (*_file_values(file), data),
                 )
+        except BaseException as exc:
+            with self.write() as db:
+                db.execute("DELETE FROM kb_fts WHERE rowid IN (SELECT id FROM kb_chunks WHERE file_id = ?)", (file.id,))
+                db.execute("DELETE FROM kb_chunks WHERE file_id = ?", (file.id,))
+            if isinstance(exc, _Full):
+                return False
+            raise
+        return True
+
+    @staticmethod
+    def _add_chunks(
+        db: sqlite3.Connection, file: FileRow, chunks: Sequence[Chunk], vectors: Sequence[bytes] | None, start: int
+    ) -> None:
+        # ids given here so that both tables are filled by executemany, a loop in C
+        batch = chunks[start : start + _BATCH]
+        (last,) = db.execute("SELECT coalesce(max(id), 0) FROM kb_chunks").fetchone()
+        ids = range(last + 1, last + 1 + len(batch))
+        db.executemany(
+            "INSERT INTO kb_chunks (id, file_id, session, ord, text, page, heading, span, vector) "
+            "VALUES (?,?,?,?,?,?,?,?,?)",
+            (
+                (cid, file.id, file.session, n, c.text, c.page, c.heading, c.span, vectors[n] if vectors else None)
+                for n, cid, c in zip(range(start, start + len(batch)), ids, batch, strict=True)
+            ),
+        )
+        db.executemany(
+            "INSERT INTO kb_fts (rowid, text, heading) VALUES (?,?,?)",
+            ((cid, c.text, c.heading) for cid, c in zip(ids, batch, strict=True)),
+        )
 
     def files(self, session: str) -> list[FileRow]:
         """The session's files, oldest first."""
@@ -220,7 +283,7 @@ class SQLiteIndex:
         with self.lock:
             rows = self.db.execute(
                 "SELECT c.id, bm25(kb_fts, 1.0, 0.5) AS score FROM kb_fts JOIN kb_chunks c ON c.id = kb_fts.rowid "
-                "WHERE kb_fts MATCH ? AND c.session = ? ORDER BY score LIMIT ?",
+                "JOIN kb_files f ON f.id = c.file_id WHERE kb_fts MATCH ? AND c.session = ? ORDER BY score LIMIT ?",
                 (match, session, k),
             ).fetchall()
         return [(int(cid), -float(score)) for cid, score in rows]
@@ -229,7 +292,9 @@ class SQLiteIndex:
         """The session's chunk vectors (chunks stored without one are left out)."""
         with self.lock:
             rows = self.db.execute(
-                "SELECT id, vector FROM kb_chunks WHERE session = ? AND vector IS NOT NULL", (session,)
+                "SELECT c.id, c.vector FROM kb_chunks c JOIN kb_files f ON f.id = c.file_id "
+                "WHERE c.session = ? AND c.vector IS NOT NULL",
+                (session,),
             ).fetchall()
         return [(int(cid), bytes(vec)) for cid, vec in rows]
 

@@ -14,15 +14,16 @@ import inspect
 import os
 import threading
 import time
+import unicodedata
 import uuid
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
-from reactchat.knowledge._chunk import chunk
 from reactchat.knowledge._index import FileRow, Index, open_index, terms
-from reactchat.knowledge._parse import FileRejected, Report, parse
+from reactchat.knowledge._isolate import Parsed, pool
+from reactchat.knowledge._parse import FileRejected, Limits, Report
 
 #: progress(done, total): sync or async; called on the event loop
 Progress = Callable[[int, int], Any]
@@ -87,12 +88,25 @@ class Hit:
         return " · ".join(p for p in parts if p)
 
 
+#: format characters allowed in names: the joiners of emoji sequences and of some scripts
+_JOINERS = {"\u200c", "\u200d"}
+
+
+def _unsafe(c: str) -> bool:
+    """Control, format (bidirectional overrides...), line/paragraph separator or surrogate."""
+    category = unicodedata.category(c)
+    return category in ("Cc", "Zl", "Zp", "Cs") or (category == "Cf" and c not in _JOINERS)
+
+
 def check_name(name: str) -> str:
-    """A file name without folders or control characters, or ``FileRejected``."""
+    """A file name without folders, control characters or characters that reorder or break
+    the text around it (bidirectional overrides, line separators), or ``FileRejected``."""
     if not name or not name.strip():
         raise FileRejected("the file has no name")
-    if "/" in name or "\\" in name or name in (".", "..") or any(ord(c) < 32 for c in name):
+    if "/" in name or "\\" in name or name in (".", ".."):
         raise FileRejected(f"{name!r}: a file name must be a plain name, without folders such as '../'")
+    if any(_unsafe(c) for c in name):
+        raise FileRejected(f"{name!r}: a file name must not hold control, bidirectional or line-separator characters")
     if len(name) > 255:
         raise FileRejected(f"{name[:40]}...: the file name is longer than 255 characters")
     return name
@@ -106,7 +120,9 @@ class KnowledgeBase:
     finished turns a file stays for; ``embeddings=True`` adds dense retrieval (the
     ``embeddings`` extra) fused with keyword search, or pass any object with
     ``encode(list[str]) -> array``; left unset, ``REACTCHAT_EMBEDDINGS=1`` in the
-    environment turns it on (for the CLI and the server). Nothing is opened until first use.
+    environment turns it on (for the CLI and the server). ``limits`` bound what reading one
+    file may take (pages, paragraphs, rows, cells, characters, CPU seconds, memory); files
+    are read in parser processes (``_isolate``). Nothing is opened until first use.
     """
 
     def __init__(
@@ -119,6 +135,7 @@ class KnowledgeBase:
         chunk_chars: int = 1000,
         overlap: int = 150,
         embeddings: bool | Any | None = None,
+        limits: Limits | None = None,
     ) -> None:
         if retention < 1:
             raise ValueError("retention must be at least 1 round")
@@ -128,6 +145,7 @@ class KnowledgeBase:
         self.max_files = max_files
         self.chunk_chars = chunk_chars
         self.overlap = overlap
+        self.limits = limits or Limits()
         if embeddings is None:
             embeddings = os.environ.get("REACTCHAT_EMBEDDINGS", "").lower() in ("1", "true", "yes", "on")
         self._embeddings = embeddings
@@ -198,18 +216,25 @@ class KnowledgeBase:
         if len(data) > self.max_bytes:
             raise FileRejected(
                 f"{filename}: {len(data) / 1e6:.1f} MB is over the {self.max_bytes / 1e6:.1f} MB limit; "
-                "split it or upload the part you need"
+                "split it or upload the part you need",
+                "too_large",
             )
-        row = await _with_progress(lambda report: self._ingest(session, filename, data, retention, report), progress)
-        return FileInfo.of(row)
+        if len(await self.files(session)) >= self.max_files:  # before the parser's time is spent
+            raise self._full(filename)
 
-    def _ingest(self, session: str, name: str, data: bytes, retention: int, report: Report) -> FileRow:
-        index = self._open()
-        if len(index.files(session)) >= self.max_files:
-            raise FileRejected(f"{name}: this session already has {self.max_files} files; clear some first")
-        doc = parse(data, name, report)
-        chunks = chunk(doc, self.chunk_chars, self.overlap)
-        done = doc.pages or 1
+        async def ingest(report: Report) -> FileRow:
+            parsed = await pool().read(data, filename, self.limits, self.chunk_chars, self.overlap, report)
+            return await asyncio.to_thread(self._store, session, filename, data, retention, parsed, report)
+
+        return FileInfo.of(await _with_progress(ingest, progress))
+
+    def _full(self, name: str) -> FileRejected:
+        return FileRejected(f"{name}: this session already has {self.max_files} files; clear some first", "full")
+
+    def _store(self, session: str, name: str, data: bytes, retention: int, parsed: Parsed, report: Report) -> FileRow:
+        """Embed (when dense) and store a read file in one transaction; the file limit is checked in it."""
+        chunks = parsed.chunks
+        done = parsed.pages or 1
         total = done + (len(chunks) if self.dense else 0)
         report(done, total)
         vectors = None
@@ -223,15 +248,16 @@ class KnowledgeBase:
             id=uuid.uuid4().hex[:12],
             session=session,
             name=name,
-            kind=doc.kind,
+            kind=parsed.kind,
             size=len(data),
-            pages=doc.pages,
+            pages=parsed.pages,
             chunks=len(chunks),
             retention=retention,
             rounds=0,
             created=time.time(),
         )
-        index.add(row, data, chunks, vectors)
+        if not self._open().add(row, data, chunks, vectors, max_files=self.max_files):
+            raise self._full(name)
         return row
 
     async def files(self, session: str) -> list[FileInfo]:
@@ -300,17 +326,20 @@ def fuse(rankings: Sequence[Sequence[tuple[int, float]]], k: int = RRF_K) -> lis
     return sorted(scores.items(), key=lambda pair: -pair[1])
 
 
-async def _with_progress(work: Callable[[Report], FileRow], progress: Progress | None) -> FileRow:
-    """Run ``work`` in a thread; its progress reports reach ``progress`` on the event loop."""
+T = TypeVar("T")
+
+
+async def _with_progress(work: Callable[[Report], Awaitable[T]], progress: Progress | None) -> T:
+    """Run ``work(report)``; its reports, from any thread, reach ``progress`` on the event loop."""
     if progress is None:
-        return await asyncio.to_thread(work, lambda done, total: None)
+        return await work(lambda done, total: None)
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[int, int]] = asyncio.Queue()
 
     def report(done: int, total: int) -> None:
         loop.call_soon_threadsafe(queue.put_nowait, (done, total))
 
-    task = asyncio.ensure_future(asyncio.to_thread(work, report))
+    task = asyncio.ensure_future(work(report))
     while True:
         getter = asyncio.ensure_future(queue.get())
         await asyncio.wait({task, getter}, return_when=asyncio.FIRST_COMPLETED)
@@ -318,6 +347,7 @@ async def _with_progress(work: Callable[[Report], FileRow], progress: Progress |
             getter.cancel()
             break
         await _call(progress, *getter.result())
+    await asyncio.sleep(0)  # reports sent just before the end are still in call_soon_threadsafe's queue
     while not queue.empty():
         await _call(progress, *queue.get_nowait())
     return task.result()
@@ -329,4 +359,4 @@ async def _call(fn: Callable[..., Any], *args: Any) -> None:
         await result
 
 
-__all__ = ["FileInfo", "FileRejected", "Hit", "KnowledgeBase"]
+__all__ = ["FileInfo", "FileRejected", "Hit", "KnowledgeBase", "Limits"]

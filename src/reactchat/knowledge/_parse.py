@@ -1,22 +1,26 @@
 """Reading uploaded files: the type from the content, then the text with its structure.
 
-Every parser returns ``Block``s: a paragraph (or a table row, a JSON leaf) with where
-it sits (page, heading, line/row). The chunker packs blocks into chunks without
-crossing a page or a heading, so a citation always names one place. pypdf and
-python-docx are imported only when such a file arrives.
+Every parser yields ``Block``s: a paragraph (or a table row, a JSON leaf group) with
+where it sits (page, heading, line/row). The chunker packs blocks into chunks without
+crossing a page or a heading, so a citation always names one place.
+
+Parsers stream: they yield blocks as they read, and the chunker consumes them as they
+come, so memory stays within a small multiple of the file's size. Every parser counts
+what it reads against ``Limits`` (pages, paragraphs, rows, cells, characters) and stops
+with ``FileRejected`` at the first one exceeded. They run in a parser process
+(``_isolate``), which also bounds CPU time and memory. pypdf and ijson are imported
+only when such a file arrives.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
 import re
 import zipfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from html.parser import HTMLParser
-from typing import Any
+from typing import ClassVar
 
 #: progress(done, total), called from the parsing thread
 Report = Callable[[int, int], None]
@@ -25,6 +29,11 @@ Report = Callable[[int, int], None]
 MAX_UNZIPPED = 256 * 2**20
 
 KINDS = ("text", "markdown", "html", "pdf", "docx", "csv", "json")
+
+#: text is cut into windows of this many characters, so no list of all its lines is built
+WINDOW = 1 << 20
+#: a paragraph (or a JSON item) longer than this is passed on in several blocks
+BLOCK_CHARS = 1 << 16
 
 _BINARY_MAGIC = {
     b"\x89PNG": "a PNG image",
@@ -40,7 +49,64 @@ _BINARY_MAGIC = {
 
 
 class FileRejected(ValueError):
-    """An uploaded file cannot be used; the message says why and what to do. Nothing was stored."""
+    """An uploaded file cannot be used; the message says why and what to do. Nothing was stored.
+
+    ``reason`` says what kind of problem it is: ``unreadable`` (damaged, empty, bad
+    name), ``unsupported`` (a type that is not read), ``too_large`` (over a size or
+    content limit: bytes, pages, paragraphs, rows, cells, characters, CPU time or
+    memory) or ``full`` (the session has as many files as it may).
+    """
+
+    def __init__(self, message: str, reason: str = "unreadable") -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What reading one file may take; a file over any of them is refused as ``too_large``.
+
+    ``seconds`` is CPU time and ``memory`` the address space of the parser process.
+    """
+
+    pages: int = 2_000
+    paragraphs: int = 100_000
+    rows: int = 200_000
+    cells: int = 2_000_000
+    chars: int = 25_000_000
+    seconds: float = 60.0
+    memory: int = 1 << 30
+
+
+class Tally:
+    """What a parser has read so far, checked against ``Limits`` as it goes."""
+
+    NOUNS: ClassVar[dict[str, str]] = {
+        "pages": "pages",
+        "paragraphs": "paragraphs",
+        "rows": "rows",
+        "cells": "cells",
+        "chars": "characters",
+    }
+
+    def __init__(self, limits: Limits, name: str) -> None:
+        self.limits = limits
+        self.name = name
+        self.counts = dict.fromkeys(self.NOUNS, 0)
+
+    def add(self, what: str, n: int = 1) -> None:
+        """Count ``n`` more of ``what``; ``FileRejected`` once over the limit."""
+        self.counts[what] += n
+        self.check(what, self.counts[what])
+
+    def check(self, what: str, count: int) -> None:
+        """``FileRejected`` if ``count`` of ``what`` is over the limit."""
+        limit: int = getattr(self.limits, what)
+        if count > limit:
+            raise FileRejected(
+                f"{self.name}: more than {limit:,} {self.NOUNS[what]}; split the file or upload the part you need",
+                "too_large",
+            )
 
 
 @dataclass
@@ -56,10 +122,11 @@ class Block:
 
 @dataclass
 class Document:
-    """What a parser read: the kind, the blocks, the page count (PDF) and the unit of ``Block.line``."""
+    """What a parser reads: the kind, the blocks (read as they are consumed), the PDF page count,
+    and the unit of ``Block.line``."""
 
     kind: str
-    blocks: list[Block]
+    blocks: Iterable[Block]
     pages: int | None = None
     unit: str = "lines"
 
@@ -76,27 +143,29 @@ def sniff(data: bytes, name: str) -> str:
             raise FileRejected(f"{name}: a damaged ZIP archive, not a readable Word document") from None
         if any(m.filename == "word/document.xml" for m in members):
             if sum(m.file_size for m in members) > MAX_UNZIPPED:
-                raise FileRejected(f"{name}: the document unpacks to more than {MAX_UNZIPPED // 2**20} MB")
+                raise FileRejected(f"{name}: the document unpacks to more than {MAX_UNZIPPED // 2**20} MB", "too_large")
             return "docx"
-        raise FileRejected(f"{name}: a ZIP archive that is not a Word .docx document; upload its files one by one")
+        raise FileRejected(
+            f"{name}: a ZIP archive that is not a Word .docx document; upload its files one by one", "unsupported"
+        )
     for magic, what in _BINARY_MAGIC.items():
         if data.startswith(magic):
-            raise FileRejected(f"{name}: {what} is not a supported type (txt, md, html, pdf, docx, csv, json)")
+            raise FileRejected(
+                f"{name}: {what} is not a supported type (txt, md, html, pdf, docx, csv, json)", "unsupported"
+            )
     if ext == "pdf":
-        raise FileRejected(f"{name}: named .pdf but it is not a PDF (it does not start with %PDF-)")
+        raise FileRejected(f"{name}: named .pdf but it is not a PDF (it does not start with %PDF-)", "unsupported")
     if ext == "docx":
-        raise FileRejected(f"{name}: named .docx but it is not a Word document")
+        raise FileRejected(f"{name}: named .docx but it is not a Word document", "unsupported")
     text = decode(data, name)
-    head = text.lstrip()[:1024].lower()
-    if head[:1] in ("{", "[") or ext == "json":
-        try:
-            json.loads(text)
+    head = text[:4096].lstrip()[:1024].lower()
+    if ext == "json":
+        return "json"  # read as it streams: an error there is "not valid JSON"
+    if head[:1] in ("{", "["):
+        from reactchat.knowledge._text import json_problem
+
+        if json_problem(text) is None:
             return "json"
-        except json.JSONDecodeError as exc:
-            if ext == "json":
-                raise FileRejected(f"{name}: not valid JSON ({exc.msg} at line {exc.lineno})") from None
-        except RecursionError:
-            raise FileRejected(f"{name}: the JSON is nested too deeply to read") from None
     # the extension decides among text kinds; content decides when it says nothing
     if ext in ("md", "markdown"):
         return "markdown"
@@ -106,7 +175,7 @@ def sniff(data: bytes, name: str) -> str:
         return "html"
     if ext not in ("txt", "text", "csv", "tsv") and re.search(r"(?m)^#{1,6} \S", text[:4096]):
         return "markdown"
-    if ext in ("csv", "tsv") and _looks_tabular(text):
+    if ext in ("csv", "tsv") and _looks_tabular(first_lines(text, 20)):
         return "csv"
     return "text"
 
@@ -128,189 +197,88 @@ def decode(data: bytes, name: str) -> str:
             controls = sum(1 for c in sample if ord(c) < 32 and c not in "\t\n\r\f")
             if controls <= len(sample) // 100:
                 return text
-    raise FileRejected(f"{name}: binary data of an unknown type; supported: txt, md, html, pdf, docx, csv, json")
+    raise FileRejected(
+        f"{name}: binary data of an unknown type; supported: txt, md, html, pdf, docx, csv, json", "unsupported"
+    )
 
 
-def _looks_tabular(text: str) -> bool:
-    lines = [line for line in text.splitlines()[:20] if line.strip()]
-    if len(lines) < 2:
+def lines(text: str, keepends: bool = False) -> Iterator[str]:
+    """The lines of ``text`` (as ``str.splitlines``), a window at a time: no list of every line."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + WINDOW)
+        end = len(text) if end < 0 else end + 1
+        yield from text[start:end].splitlines(keepends)
+        start = end
+
+
+def first_lines(text: str, count: int) -> list[str]:
+    """The first ``count`` non-blank lines of ``text``."""
+    found = []
+    for line in lines(text):
+        if line.strip():
+            found.append(line)
+            if len(found) == count:
+                break
+    return found
+
+
+def _looks_tabular(sample: list[str]) -> bool:
+    if len(sample) < 2:
         return False
     try:
-        dialect = csv.Sniffer().sniff("\n".join(lines))
+        dialect = csv.Sniffer().sniff("\n".join(sample))
     except csv.Error:
         return False
     try:
-        widths = {len(row) for row in csv.reader(lines, dialect)}
+        widths = {len(row) for row in csv.reader(sample, dialect)}
     except csv.Error:  # e.g. a field over the csv module's limit: read it as plain text
         return False
     return len(widths) == 1 and widths.pop() > 1
 
 
-def parse(data: bytes, name: str, report: Report | None = None) -> Document:
-    """Read a file into blocks. Raises ``FileRejected`` for anything unreadable."""
+def parse(data: bytes, name: str, limits: Limits | None = None, report: Report | None = None) -> Document:
+    """Read a file into blocks, read as they are consumed. Raises ``FileRejected`` for anything
+    unreadable or over ``limits``, when sniffing or while the blocks are read."""
     kind = sniff(data, name)
-    try:
-        if kind in ("pdf", "docx"):
-            from reactchat.knowledge._office import parse_docx, parse_pdf
+    tally = Tally(limits or Limits(), name)
+    if kind in ("pdf", "docx"):
+        from reactchat.knowledge._office import parse_docx, parse_pdf
 
-            doc = parse_pdf(data, name, report) if kind == "pdf" else parse_docx(data, name)
-        else:
-            text = decode(data, name)
-            readers: dict[str, Callable[[str], Document]] = {
-                "text": lambda t: _parse_lines(t, "text"),
-                "markdown": lambda t: _parse_lines(t, "markdown"),
-                "html": _parse_html,
-                "csv": _parse_csv,
-                "json": _parse_json,
-            }
-            doc = readers[kind](text)
-    except FileRejected:
-        raise
-    except Exception as exc:  # odd input (a huge CSV field, JSON nested too deep...)
-        raise FileRejected(f"{name}: could not be read as {kind} ({type(exc).__name__}: {exc})") from None
-    for block in doc.blocks:
-        # NUL cannot be stored in PostgreSQL text, and no reader needs it
-        block.text = block.text.replace("\x00", "")
-        block.heading = block.heading.replace("\x00", "")
-    doc.blocks = [b for b in doc.blocks if b.text.strip()]
-    if not doc.blocks:
-        hint = " (a scanned PDF has no text layer: run it through OCR first)" if kind == "pdf" else ""
-        raise FileRejected(f"{name}: no text could be read from this {kind} file{hint}")
+        doc = parse_pdf(data, name, tally, report) if kind == "pdf" else parse_docx(data, name, tally)
+    else:
+        from reactchat.knowledge._text import READERS
+
+        doc = READERS[kind](decode(data, name), tally)
+    doc.blocks = _clean(doc.blocks, doc.kind, name, tally)
     return doc
 
 
-_FENCE = re.compile(r"^\s*(```|~~~)")
-_ATX = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+#: NUL cannot be stored in PostgreSQL text; a lone surrogate (JSON's "\ud800") cannot be encoded
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
-def _parse_lines(text: str, kind: str) -> Document:
-    """Plain text and Markdown: paragraphs split on blank lines; ATX headings in Markdown."""
-    blocks: list[Block] = []
-    path: list[str] = []
-    para: list[str] = []
-    start = 1
-    fenced = False
-
-    def flush() -> None:
-        if para:
-            blocks.append(Block("\n".join(para), heading=" > ".join(path), line=start))
-            para.clear()
-
-    for number, line in enumerate(text.splitlines(), 1):
-        if kind == "markdown" and _FENCE.match(line):
-            fenced = not fenced
-        heading = _ATX.match(line) if kind == "markdown" and not fenced else None
-        if heading:
-            flush()
-            level = len(heading.group(1))
-            path[level - 1 :] = [heading.group(2)]
-            continue
-        if not line.strip() and not fenced:
-            flush()
-            continue
-        if not para:
-            start = number
-        para.append(line.rstrip())
-    flush()
-    return Document(kind, blocks)
+def _storable(text: str) -> str:
+    return _UNSTORABLE.sub(lambda m: "" if m.group() == "\x00" else "\ufffd", text)
 
 
-_SKIP = {"script", "style", "head", "noscript", "template", "svg"}
-_BLOCK = {"p", "div", "li", "tr", "br", "pre", "blockquote", "section", "article", "table", "ul", "ol", "dd", "dt"}
-
-
-class _HTMLText(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.blocks: list[Block] = []
-        self.path: list[str] = []
-        self.parts: list[str] = []
-        self.skip = 0
-        self.heading_level = 0
-
-    def flush(self) -> None:
-        text = " ".join("".join(self.parts).split())
-        self.parts.clear()
-        if not text:
-            return
-        if self.heading_level:
-            self.path[self.heading_level - 1 :] = [text]
-        else:
-            self.blocks.append(Block(text, heading=" > ".join(self.path), line=self.getpos()[0]))
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in _SKIP:
-            self.skip += 1
-        elif re.fullmatch(r"h[1-6]", tag):
-            self.flush()
-            self.heading_level = int(tag[1])
-        elif tag in _BLOCK:
-            self.flush()
-        elif tag in ("td", "th"):
-            self.parts.append(" | ")
-
-    def handle_endtag(self, tag: str) -> None:
-        if tag in _SKIP:
-            self.skip = max(0, self.skip - 1)
-        elif re.fullmatch(r"h[1-6]", tag):
-            self.flush()
-            self.heading_level = 0
-        elif tag in _BLOCK:
-            self.flush()
-
-    def handle_data(self, data: str) -> None:
-        if not self.skip:
-            self.parts.append(data)
-
-
-def _parse_html(text: str) -> Document:
-    reader = _HTMLText()
-    reader.feed(text)
-    reader.close()
-    reader.heading_level = 0
-    reader.flush()
-    return Document("html", reader.blocks)
-
-
-def _parse_csv(text: str) -> Document:
-    """One block per row, as ``column: value`` pairs so that column names are searchable."""
-    sample = "\n".join(text.splitlines()[:20])
+def _clean(blocks: Iterable[Block], kind: str, name: str, tally: Tally) -> Iterator[Block]:
+    """Blocks with text, storable anywhere, counted; ``FileRejected`` at the end if there were none."""
+    found = False
     try:
-        dialect: Any = csv.Sniffer().sniff(sample)
-    except csv.Error:
-        dialect = csv.excel
-    rows = list(csv.reader(io.StringIO(text), dialect))
-    if not rows:
-        return Document("csv", [], unit="rows")
-    header = [h.strip() for h in rows[0]]
-    blocks = []
-    for number, row in enumerate(rows[1:], 2):
-        pairs = [
-            f"{header[i] if i < len(header) and header[i] else f'column {i + 1}'}: {v.strip()}"
-            for i, v in enumerate(row)
-        ]
-        blocks.append(Block("; ".join(p for p in pairs if not p.endswith(": ")), line=number))
-    return Document("csv", blocks, unit="rows")
-
-
-def _parse_json(text: str) -> Document:
-    """Leaves as ``path: value`` lines; a top-level key is the heading, a top-level array item the unit."""
-    root = json.loads(text)
-    blocks: list[Block] = []
-
-    def leaves(value: Any, path: str) -> list[str]:
-        if isinstance(value, dict):
-            return [line for k, v in value.items() for line in leaves(v, f"{path}.{k}")]
-        if isinstance(value, list):
-            return [line for i, v in enumerate(value) for line in leaves(v, f"{path}[{i}]")]
-        return [f"{path.lstrip('.')}: {json.dumps(value, ensure_ascii=False)}"]
-
-    if isinstance(root, list):
-        for i, item in enumerate(root):
-            blocks.append(Block("\n".join(leaves(item, f"[{i}]")), line=i + 1))
-        return Document("json", blocks, unit="items")
-    if isinstance(root, dict):
-        for key, value in root.items():
-            blocks.append(Block("\n".join(leaves(value, str(key))), heading=str(key)))
-        return Document("json", blocks, unit="items")
-    return Document("json", [Block(json.dumps(root, ensure_ascii=False))], unit="items")
+        for block in blocks:
+            if _UNSTORABLE.search(block.text):
+                block.text = _storable(block.text)
+            if block.heading and _UNSTORABLE.search(block.heading):
+                block.heading = _storable(block.heading)
+            if block.text.strip():
+                tally.add("chars", len(block.text))
+                found = True
+                yield block
+    except (FileRejected, MemoryError):
+        raise
+    except Exception as exc:  # odd input (a huge CSV field, a broken page...): a clear rejection
+        raise FileRejected(f"{name}: could not be read as {kind} ({type(exc).__name__}: {exc})") from None
+    if not found:
+        hint = " (a scanned PDF has no text layer: run it through OCR first)" if kind == "pdf" else ""
+        raise FileRejected(f"{name}: no text could be read from this {kind} file{hint}")

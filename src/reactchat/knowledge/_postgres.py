@@ -72,9 +72,24 @@ class PostgresIndex:
             rows: list[tuple[Any, ...]] = cur.fetchall()
             return rows
 
-    def add(self, file: FileRow, data: bytes, chunks: Sequence[Chunk], vectors: Sequence[bytes] | None) -> None:
-        """Store a file and its chunks in one transaction."""
+    def add(
+        self,
+        file: FileRow,
+        data: bytes,
+        chunks: Sequence[Chunk],
+        vectors: Sequence[bytes] | None,
+        max_files: int | None = None,
+    ) -> bool:
+        """Store a file and its chunks in one transaction; False (nothing stored) if the session
+        already has ``max_files`` files."""
         with self.write() as cur:
+            if max_files is not None:
+                # one writer per session at a time, so concurrent uploads cannot all pass the count
+                cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 17))", ("kb_files:" + file.session,))
+                cur.execute("SELECT count(*) FROM kb_files WHERE session = %s", (file.session,))
+                row = cur.fetchone()
+                if row is not None and row[0] >= max_files:
+                    return False
             cur.execute(
                 f"INSERT INTO kb_files ({_FILE_COLUMNS}, data) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                 (*_file_values(file), data),
@@ -87,6 +102,7 @@ class PostgresIndex:
                     for i, c in enumerate(chunks)
                 ],
             )
+        return True
 
     def files(self, session: str) -> list[FileRow]:
         """The session's files, oldest first."""
