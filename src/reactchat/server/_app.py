@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import resources
@@ -23,7 +25,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from starlette.exceptions import HTTPException
 
 from reactchat._tool_refs import close_tools
@@ -31,22 +33,60 @@ from reactchat.agent import Agent
 from reactchat.report import turn_view
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
-from reactchat.server._guard import Guard
+from reactchat.server._guard import DERIVED_PREFIX, USER, Guard, Rate, owner
 from reactchat.server._turns import Turns, failure_event, sse, summary
 from reactchat.session import SessionState
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
 
 SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+#: the page runs only its own script and style files (no inline code), talks only to this
+#: server and is never framed by another site
+PAGE_HEADERS = {
+    "Content-Security-Policy": (
+        "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
+        "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+    )
+}
 
 
-class NewSession(BaseModel):
+class Body(BaseModel):
+    """A JSON request body: strings must be valid Unicode (a lone surrogate such as ``"\\ud800"``
+    is a 422 here, not a 500 when the text is stored or hashed)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        todo = [data]
+        while todo:
+            value = todo.pop()
+            if isinstance(value, str):
+                if _SURROGATE.search(value):
+                    raise ValueError("the text holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode")
+            elif isinstance(value, dict):
+                todo += [*value.keys(), *value.values()]
+            elif isinstance(value, list):
+                todo += value
+        return data
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class NewSession(Body):
     """Body of ``POST /v1/sessions`` (optional)."""
 
     model_config = ConfigDict(extra="forbid")
     session: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")
 
+    @field_validator("session")
+    @classmethod
+    def _not_derived(cls, value: str | None) -> str | None:
+        if value is not None and value.startswith(DERIVED_PREFIX):
+            raise ValueError(f"ids starting with {DERIVED_PREFIX!r} are derived by the OpenAI endpoint; pick another")
+        return value
 
-class MessageIn(BaseModel):
+
+class MessageIn(Body):
     """Body of ``POST /v1/sessions/{id}/messages``."""
 
     model_config = ConfigDict(extra="forbid")
@@ -67,6 +107,35 @@ class Server:
     store: Store
     turns: Turns
     files: Files | None
+    #: new sessions per client (see ``ServerConfig.max_new_sessions``)
+    new_sessions: Rate
+
+    def caller(self, request: Request) -> str:
+        """Who is calling: the user name under per-user tokens, else the client's address."""
+        user: str = getattr(request.state, USER, "")
+        if user:
+            return user
+        return request.client.host if request.client else ""
+
+    def scoped(self, request: Request, session: str | None) -> str | None:
+        """A session id in the caller's namespace: under per-user tokens ``alice`` asking for
+        ``notes`` gets ``alice:notes`` (an id already starting with ``alice:`` is kept)."""
+        user: str = getattr(request.state, USER, "")
+        if not user or session is None or owner(session) == user:
+            return session
+        return f"{user}:{session}"
+
+    async def create_session(self, request: Request, session: str | None = None) -> str:
+        """Create a session for the caller, within the caller's rate of new sessions (else a 429)."""
+        wait = self.new_sessions.take(self.caller(request))
+        if wait is not None:
+            raise HTTPException(
+                429, "too many new sessions from this client: retry later", headers={"Retry-After": f"{wait:.0f}"}
+            )
+        user: str = getattr(request.state, USER, "")
+        if user and session is None:
+            session = f"{user}:{uuid.uuid4().hex}"
+        return await self.store.create_session(session)
 
 
 def create_app(
@@ -86,8 +155,8 @@ def create_app(
         store = resolve_store(config.store)
         agent = agent(store) if agent is not None else default_agent(config, store)
     store = agent.store
-    files = Files.attach(agent, config.max_upload)
-    server = Server(config, agent, store, Turns(), files)
+    files = Files.attach(agent, config.max_upload, config.file_limits)
+    server = Server(config, agent, store, Turns(), files, Rate(config.max_new_sessions))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -106,7 +175,16 @@ def create_app(
 
     openai_routes(app, server)
     _page_routes(app)
-    app.add_middleware(Guard, token=config.token, max_body=config.max_body, max_upload=config.max_upload)
+    app.add_middleware(
+        Guard,
+        token=config.token,
+        users=config.users,
+        max_body=config.max_body,
+        max_upload=config.max_upload,
+        allowed_hosts=config.allowed_hosts,
+        max_uploads=config.max_uploads,
+        max_session_uploads=config.max_session_uploads,
+    )
     return app
 
 
@@ -158,7 +236,10 @@ def _error_handlers(app: FastAPI) -> None:
 
     async def http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, HTTPException)
-        return error(exc.status_code, str(exc.detail), "invalid_request_error" if exc.status_code < 500 else "server")
+        kind = {405: "method_not_allowed", 429: "rate_limited"}.get(exc.status_code, "invalid_request_error")
+        response = error(exc.status_code, str(exc.detail), kind if exc.status_code < 500 else "server")
+        response.headers.update(exc.headers or {})  # Allow on a 405, Retry-After on a 429
+        return response
 
     async def unavailable(request: Request, exc: Exception) -> Response:
         return error(503, f"the session store is unavailable: {exc}", "unavailable")
@@ -181,12 +262,12 @@ def _session_routes(app: FastAPI, server: Server) -> None:
     store = server.store
 
     @app.post("/v1/sessions", status_code=201)
-    async def create_session(body: NewSession | None = None) -> dict[str, Any]:
+    async def create_session(request: Request, body: NewSession | None = None) -> dict[str, Any]:
         """Create a session; the body may name it (``{"session": "my-id"}``)."""
-        wanted = body.session if body is not None else None
+        wanted = server.scoped(request, body.session if body is not None else None)
         if wanted is not None and await store.exists(wanted):
             return {"session": wanted, "created": False}
-        return {"session": await store.create_session(wanted), "created": True}
+        return {"session": await server.create_session(request, wanted), "created": True}
 
     @app.get("/v1/sessions")
     async def list_sessions(limit: int = Query(default=20, ge=1, le=200)) -> dict[str, Any]:
@@ -248,6 +329,6 @@ def _page_routes(app: FastAPI) -> None:
 
     @app.get("/", response_class=HTMLResponse, include_in_schema=False)
     async def page() -> HTMLResponse:
-        return HTMLResponse(static.joinpath("index.html").read_text(encoding="utf-8"))
+        return HTMLResponse(static.joinpath("index.html").read_text(encoding="utf-8"), headers=PAGE_HEADERS)
 
     app.mount("/static", StaticFiles(directory=str(static)), name="static")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,9 @@ class ServerConfig:
 
     ``store`` is a URL (``memory:``, ``sqlite:///path.db``, ``postgresql://...``) or a
     ``Store``; every worker that shares a PostgreSQL store can serve every session.
-    ``token``, when set, is required as ``Authorization: Bearer TOKEN`` on ``/v1/``.
+    ``token``, when set, is required as ``Authorization: Bearer TOKEN`` on ``/v1/``;
+    ``users`` (user name → token, e.g. from ``load_users(path)``) gives each user a
+    token and sessions of their own. See ``_guard`` for what else is checked.
     """
 
     model: str | Model = "local"
@@ -42,6 +45,19 @@ class ServerConfig:
     model_name: str | None = None
     #: tools added to the default agent: ``Tool``s, functions, LangChain tools, ``MCPServer``s
     tools: list[Any] = field(default_factory=list)
+    #: user name → bearer token: each user sees only the sessions they created
+    users: dict[str, str] | None = None
+    #: host names (besides loopback ones) that requests may be addressed to
+    allowed_hosts: tuple[str, ...] = ()
+    #: uploads being read at once in this process, and in one session
+    max_uploads: int = 4
+    max_session_uploads: int = 1
+    #: sessions one client (user, or address without users) may create per minute; None: no limit
+    max_new_sessions: int | None = 60
+    #: what reading one uploaded file may take (a ``reactchat.knowledge.Limits``); None: the defaults
+    file_limits: Any = None
+    #: key of the OpenAI endpoint's derived session ids (``REACTCHAT_SECRET``; see ``_openai``)
+    secret: str | None = None
 
     @property
     def served_model(self) -> str:
@@ -70,11 +86,32 @@ def is_loopback(host: str) -> bool:
         return False  # a name that may resolve to anything: treat it as exposed
 
 
-def check_exposure(host: str, token: str | None) -> None:
+def check_exposure(host: str, token: str | None, users: dict[str, str] | None = None) -> None:
     """Refuse to serve beyond this machine without a token: anyone could run the agent's tools."""
-    if not token and not is_loopback(host):
+    if not token and not users and not is_loopback(host):
         raise ValueError(
             f"refusing to listen on {host} without a token: anyone who can reach it could use the agent. "
             "Set REACTCHAT_TOKEN=<a long random string> (clients send 'Authorization: Bearer <token>'), "
             "or listen on 127.0.0.1."
         )
+
+
+def load_users(path: str | Path) -> dict[str, str]:
+    """Users and tokens from a file of ``NAME TOKEN`` lines (``#`` starts a comment).
+
+    A name is letters, digits, ``_``, ``.`` or ``-``; a token is at least 16 characters.
+    """
+    users: dict[str, str] = {}
+    for number, raw in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        if len(parts) != 2 or not re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", parts[0]) or len(parts[1]) < 16:
+            raise ValueError(f"{path}:{number}: expected 'NAME TOKEN' (a plain name, a token of 16+ characters)")
+        if parts[0] in users or parts[1] in users.values():
+            raise ValueError(f"{path}:{number}: each user and each token may appear once")
+        users[parts[0]] = parts[1]
+    if not users:
+        raise ValueError(f"{path}: no 'NAME TOKEN' line")
+    return users

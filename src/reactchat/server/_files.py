@@ -38,7 +38,7 @@ class Files:
         self.module = module
 
     @classmethod
-    def attach(cls, agent: Agent, max_bytes: int) -> Files | None:
+    def attach(cls, agent: Agent, max_bytes: int, limits: Any = None) -> Files | None:
         """Give ``agent`` the session's files (``search_files``, rounds counted per turn).
 
         None when ``reactchat.knowledge`` is not installed: the server then runs without uploads.
@@ -51,7 +51,10 @@ class Files:
             return None
         kb = getattr(agent, "services", {}).get("knowledge")
         if kb is None:
-            kb = module.attach(agent, module.KnowledgeBase.for_store(agent.store, max_bytes=max_bytes))
+            options: dict[str, Any] = {"max_bytes": max_bytes}
+            if limits is not None:
+                options["limits"] = limits
+            kb = module.attach(agent, module.KnowledgeBase.for_store(agent.store, **options))
         return cls(kb, module)
 
     async def list(self, session: str) -> list[dict[str, Any]]:
@@ -99,6 +102,8 @@ def file_routes(app: FastAPI, server: Server) -> None:
             return error(501, "file uploads need reactchat.knowledge: pip install 'reactchat[files]'", "unavailable")
         if retention is not None and retention < 1:
             return error(422, "invalid request: retention must be at least 1 round", "invalid_request_error")
+        if len((await request.form()).getlist("file")) > 1:
+            return error(400, "send one file per request (this one has several 'file' parts)", "invalid_request_error")
         data = await file.read()
         name, keep = file.filename or "", retention or server.config.file_retention
         if "text/event-stream" in request.headers.get("accept", ""):
@@ -106,7 +111,7 @@ def file_routes(app: FastAPI, server: Server) -> None:
         try:
             info = await server.files.add(session, name, data, keep)
         except server.files.module.FileRejected as exc:
-            return error(_rejection_status(str(exc), len(data), server.files.kb), str(exc), "file_rejected")
+            return error(rejection_status(exc), str(exc), "file_rejected")
         return {"file": info, "files": await server.files.list(session)}
 
     @app.delete("/v1/sessions/{session}/context")
@@ -133,7 +138,7 @@ async def _indexing(files: Files, session: str, name: str, data: bytes, retentio
     try:
         info = await work
     except files.module.FileRejected as exc:
-        status = _rejection_status(str(exc), len(data), files.kb)
+        status = rejection_status(exc)
         yield frame("error", json.dumps({"status": status, "message": str(exc)}))
         return
     except Exception as exc:  # the 200 headers are gone: say it in the stream, keep details in the log
@@ -144,10 +149,10 @@ async def _indexing(files: Files, session: str, name: str, data: bytes, retentio
     yield frame("file", json.dumps({"file": info, "files": await files.list(session)}))
 
 
-def _rejection_status(message: str, size: int, kb: Any) -> int:
-    """413 for a file over the size limit, 415 for a type that cannot be read, else 400."""
-    if size > getattr(kb, "max_bytes", size):
-        return 413
-    if "supported" in message or "unknown type" in message:
-        return 415
-    return 400
+#: the HTTP status of each ``FileRejected.reason``
+STATUS = {"too_large": 413, "unsupported": 415, "full": 409, "unreadable": 400}
+
+
+def rejection_status(exc: Exception) -> int:
+    """413 for a file over a limit, 415 for a type that is not read, 409 for a full session, else 400."""
+    return STATUS.get(getattr(exc, "reason", "unreadable"), 400)

@@ -1,4 +1,18 @@
-"""The ASGI layer in front of the routes: bearer token and body size.
+"""The ASGI layer in front of the routes: who may call, from where, and how much.
+
+* ``Host`` must name this server: a loopback name, or one of ``allowed_hosts``
+  (without a token every request must; with a token only when names are configured).
+  A page on another site that rebinds its DNS name to 127.0.0.1 is refused.
+* A state-changing request (anything but GET, HEAD, OPTIONS) that a browser sends
+  from another origin is refused: no web page can post messages or upload files to a
+  server on this machine, even one without a token.
+* Without a token, only loopback clients are served (``reactchat serve`` refuses to
+  listen elsewhere; this also holds under ``uvicorn --factory ... --host 0.0.0.0``).
+* ``Authorization: Bearer TOKEN`` on ``/v1/`` and ``/docs``; with a token per user
+  (``users``), a user's sessions are the ids that start with ``<user>:`` and any other
+  session is "not found" to them.
+* Request bodies are capped (413), and so are concurrent uploads, per server process
+  and per session (429).
 
 It is plain ASGI rather than a Starlette ``BaseHTTPMiddleware`` so that SSE
 responses stream through untouched.
@@ -7,9 +21,13 @@ responses stream through untouched.
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import json
+import re
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.exceptions import HTTPException
 
@@ -18,6 +36,20 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1"})
+#: the key in ``scope["state"]`` (``request.state``) that holds the caller's user name
+USER = "reactchat_user"
+#: headers on every answer: no MIME sniffing, never inside a frame, no referrer to other sites
+SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+]
+#: ids of sessions the OpenAI endpoint derives from a conversation (no client may pick one)
+DERIVED_PREFIX = "oa-"
+_SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+_SESSION_PATH = re.compile(r"^/v1/sessions/([^/]+)")
 
 
 class BodyTooLarge(HTTPException):
@@ -32,19 +64,54 @@ class BodyTooLarge(HTTPException):
         self.limit = limit
 
 
+def hostname(value: str) -> str:
+    """The host name of a ``Host`` header or an origin's netloc, lower case, without port or brackets."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        return value[1 : value.find("]")] if "]" in value else value
+    return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
+
+
+def is_loopback_address(host: str) -> bool:
+    """Whether a client or server address is on this machine."""
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def owner(session: str) -> str:
+    """The user a session id belongs to under per-user tokens (the part before the first ``:``)."""
+    return session.split(":", 1)[0] if ":" in session else ""
+
+
 class Guard:
-    """Checks ``Authorization: Bearer TOKEN`` on ``/v1/`` and caps request bodies (413).
+    """See the module docstring. ``users`` maps user names to their tokens."""
 
-    Uploads (paths ending in ``/files``) get ``max_upload``, everything else ``max_body``.
-    The page and its static files are public: they hold no data, and the page asks for
-    the token when the API answers 401.
-    """
-
-    def __init__(self, app: ASGIApp, *, token: str | None, max_body: int, max_upload: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        token: str | None,
+        max_body: int,
+        max_upload: int,
+        users: dict[str, str] | None = None,
+        allowed_hosts: tuple[str, ...] = (),
+        max_uploads: int = 4,
+        max_session_uploads: int = 1,
+    ) -> None:
         self.app = app
-        self.token = token.encode() if token else None
+        self.tokens = {t.encode(): user for user, t in (users or {}).items()}
+        if token:
+            self.tokens[token.encode()] = ""
+        self.per_user = bool(users)
+        names = frozenset(hostname(h) for h in allowed_hosts)
+        self.names = names
+        # with a token and no configured names any Host is served (the token is the protection)
+        self.hosts: frozenset[str] | None = LOOPBACK_NAMES | names if names or not self.tokens else None
         self.max_body = max_body
         self.max_upload = max_upload
+        self.uploads = Slots(max_uploads, max_session_uploads)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -56,16 +123,72 @@ class Guard:
         root = scope.get("root_path", "")
         if root and path.startswith(root):
             path = path[len(root) :] or "/"
-        headers = {k.decode("latin-1").lower(): v for k, v in scope["headers"]}
-        public = path == "/" or path.startswith("/static/")  # the page itself; it asks for the token
-        if self.token is not None and not public and not self._authorized(headers):
-            await _error(send, 401, "missing or wrong bearer token: send 'Authorization: Bearer <token>'", "auth")
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        refusal = self._refusal(scope, path, headers)
+        if refusal is not None:
+            await _error(send, *refusal)
             return
-        limit = self.max_upload if path.rstrip("/").endswith("/files") else self.max_body
+        upload = scope["method"] == "POST" and path.rstrip("/").endswith("/files")
+        limit = self.max_upload if upload else self.max_body
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > limit:
             await _error(send, 413, BodyTooLarge(limit).detail, "too_large")
             return
+        match = _SESSION_PATH.match(path)
+        slot = self.uploads.take(match.group(1) if match else "") if upload else ""
+        if slot is None:
+            await _error(send, 429, "too many uploads at once: wait for one to finish, then retry", "busy")
+            return
+        released = False
+
+        def release() -> None:  # at the last byte of the answer: the client may send the next at once
+            nonlocal released
+            if upload and not released:
+                released = True
+                self.uploads.give(slot)
+
+        try:
+            await self._forward(scope, receive, send, limit, release)
+        finally:
+            release()
+
+    def _refusal(self, scope: Scope, path: str, headers: dict[str, str]) -> tuple[int, str, str] | None:
+        """Why the request is refused before it reaches a route: (status, message, type), or None."""
+        host = hostname(headers.get("host", ""))
+        if self.hosts is not None and host and host not in self.hosts:
+            return 403, f"this server does not answer to the host name {host!r}", "forbidden"
+        origin = headers.get("origin")
+        if scope["method"] not in _SAFE_METHODS and origin is not None:
+            netloc = urlsplit(origin).netloc.lower()
+            if origin == "null" or (netloc != headers.get("host", "").lower() and hostname(netloc) not in self.names):
+                return 403, "cross-origin requests that change state are refused", "forbidden"
+        client = scope.get("client")
+        if not self.tokens and client and not is_loopback_address(client[0]):
+            message = "this server has no token, so it only answers on this machine: set REACTCHAT_TOKEN"
+            return 403, message, "forbidden"
+        public = path == "/" or path.startswith("/static/")  # the page itself; it asks for the token
+        if self.tokens and not public:
+            user = self._user(headers)
+            if user is None:
+                return 401, "missing or wrong bearer token: send 'Authorization: Bearer <token>'", "auth"
+            scope.setdefault("state", {})[USER] = user
+            match = _SESSION_PATH.match(path)
+            if self.per_user and match and owner(match.group(1)) != user:
+                return 404, f"no session {match.group(1)!r}: create one with POST /v1/sessions", "not_found"
+        return None
+
+    def _user(self, headers: dict[str, str]) -> str | None:
+        scheme, _, value = headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer":
+            return None
+        given = value.strip().encode("latin-1")
+        found = None
+        for token, user in self.tokens.items():  # every token is compared: no timing hint of which
+            if hmac.compare_digest(given, token):
+                found = user
+        return found
+
+    async def _forward(self, scope: Scope, receive: Receive, send: Send, limit: int, done: Callable[[], None]) -> None:
         received = 0
         started = False
 
@@ -77,22 +200,70 @@ class Guard:
                 raise BodyTooLarge(limit)
             return message
 
-        async def tracked_send(message: Message) -> None:
+        async def guarded_send(message: Message) -> None:
             nonlocal started
-            started = started or message["type"] == "http.response.start"
+            if message["type"] == "http.response.start":
+                started = True
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                done()
             await send(message)
 
         try:
-            await self.app(scope, counted_receive, tracked_send)
+            await self.app(scope, counted_receive, guarded_send)
         except BodyTooLarge as exc:
             if started:
                 raise
             await _error(send, 413, exc.detail, "too_large")
 
-    def _authorized(self, headers: dict[str, bytes]) -> bool:
-        assert self.token is not None
-        scheme, _, value = headers.get("authorization", b"").partition(b" ")
-        return scheme.lower() == b"bearer" and hmac.compare_digest(value.strip(), self.token)
+
+class Slots:
+    """Counts of uploads in progress: at most ``total`` at once, ``per_session`` in one session."""
+
+    def __init__(self, total: int, per_session: int) -> None:
+        self.total = total
+        self.per_session = per_session
+        self.busy: dict[str, int] = {}
+        self.count = 0
+
+    def take(self, session: str) -> str | None:
+        """Take a slot for ``session``; None when there is none free."""
+        if self.count >= self.total or self.busy.get(session, 0) >= self.per_session:
+            return None
+        self.count += 1
+        self.busy[session] = self.busy.get(session, 0) + 1
+        return session
+
+    def give(self, session: str) -> None:
+        """Give back a slot taken for ``session``."""
+        self.count -= 1
+        self.busy[session] -= 1
+        if not self.busy[session]:
+            del self.busy[session]
+
+
+class Rate:
+    """At most ``count`` events per ``window`` seconds per key (a sliding window)."""
+
+    def __init__(self, count: int | None, window: float = 60.0) -> None:
+        self.count = count
+        self.window = window
+        self.seen: dict[str, list[float]] = {}
+
+    def take(self, key: str) -> float | None:
+        """Record one event for ``key``; None if allowed, else the seconds until one would be."""
+        if self.count is None:
+            return None
+        now = time.monotonic()
+        recent = [t for t in self.seen.get(key, []) if t > now - self.window]
+        if len(recent) >= self.count:
+            self.seen[key] = recent
+            return recent[0] + self.window - now
+        recent.append(now)
+        self.seen[key] = recent
+        if len(self.seen) > 10_000:  # forget idle keys so that the table stays small
+            self.seen = {k: v for k, v in self.seen.items() if v and v[-1] > now - self.window}
+        return None
 
 
 async def _error(send: Send, status: int, message: str, kind: str) -> None:
@@ -100,5 +271,7 @@ async def _error(send: Send, status: int, message: str, kind: str) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+    if status == 429:
+        headers.append((b"retry-after", b"1"))
+    await send({"type": "http.response.start", "status": status, "headers": [*headers, *SECURITY_HEADERS]})
     await send({"type": "http.response.body", "body": body})

@@ -18,13 +18,23 @@ Which session a request belongs to:
    ``metadata={"session_id": ...}`` or the ``X-Session-Id`` header. The store holds the
    history; only the last user message is used, and it answers a pending question.
 2. otherwise, derived from the messages, so a stateless client resumes a pending question:
-   a turn started by messages ``M`` runs in session ``oa-sha256(user, M)``; a request whose
+   a turn started by messages ``M`` runs in session ``oa-HMAC(key, caller, user, M)``; a request whose
    messages end ``…, user U, assistant Q, user A`` answers question ``Q`` of the session
    derived from the messages up to ``U`` (looking further back over earlier question/answer
    pairs of the same turn) if that session still waits on ``Q``. A new turn's session is
    seeded with the earlier user/assistant pairs as its history. ``user`` (or
    ``safety_identifier``) is part of the hash: set it to keep identical conversations of
    different people apart.
+
+Who can use a derived session: its id is keyed (HMAC-SHA256) with a secret only the
+server holds, so nobody can compute it from a conversation they know or guess. The key
+is ``REACTCHAT_SECRET`` (``ServerConfig.secret``) if set, else the caller's bearer
+token, else a random secret kept in ``secret`` beside the default database (created on
+first use, mode 0600): workers of one deployment derive the same ids. Under per-user
+tokens the caller's name is part of the derivation and of the id (``alice:oa-…``), so
+another user's request can never land in it, and ``GET /v1/sessions/{id}`` of another
+user's session is a 404. A client cannot name a session ``oa-…`` itself: derived ids
+come only from the server.
 
 System messages and client-side ``tools`` are not passed to the agent (the server's
 agent has its own instructions and tools) and system messages are not part of the hash
@@ -34,16 +44,20 @@ agent has its own instructions and tools) and system messages are not part of th
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
+import os
 import re
+import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import FastAPI, Header
+from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from reactchat.messages import (
     ActionEvent,
@@ -55,6 +69,8 @@ from reactchat.messages import (
     ThoughtEvent,
     UserEvent,
 )
+from reactchat.server._app import Body
+from reactchat.server._guard import DERIVED_PREFIX, USER
 from reactchat.server._turns import KEEPALIVE, Delta, TurnFeed, failure_event, summary
 from reactchat.session import SessionState, Turn
 
@@ -68,7 +84,7 @@ MAX_QUESTIONS = 20
 MAX_TWINS = 20
 
 
-class ChatMessage(BaseModel):
+class ChatMessage(Body):
     """One OpenAI chat message; ``content`` may be a string or a list of parts."""
 
     model_config = ConfigDict(extra="allow")
@@ -83,7 +99,7 @@ class ChatMessage(BaseModel):
         return self.content or ""
 
 
-class ChatRequest(BaseModel):
+class ChatRequest(Body):
     """The part of an OpenAI chat completion request the agent uses; other fields are accepted."""
 
     model_config = ConfigDict(extra="allow")
@@ -110,7 +126,9 @@ def openai_routes(app: FastAPI, server: Server) -> None:
         }
 
     @app.post("/v1/chat/completions", response_model=None)
-    async def chat_completions(body: ChatRequest, x_session_id: str | None = Header(default=None)) -> Response:
+    async def chat_completions(
+        request: Request, body: ChatRequest, x_session_id: str | None = Header(default=None)
+    ) -> Response:
         """Run the agent on the conversation's last user message."""
         talk = [m for m in body.messages if m.role in ("user", "assistant")]
         if not talk or talk[-1].role != "user" or not talk[-1].text.strip():
@@ -124,12 +142,17 @@ def openai_routes(app: FastAPI, server: Server) -> None:
                 "invalid request: a session id is 1-200 letters, digits, '_', '.', ':' or '-'",
                 "invalid_request_error",
             )
-        if explicit:
-            if not await server.store.exists(explicit):
-                await server.store.create_session(explicit)
-            session, reply_to = explicit, None
+        if explicit and explicit.startswith(DERIVED_PREFIX):
+            message = f"invalid request: ids starting with {DERIVED_PREFIX!r} are derived by the server; pick another"
+            return error(422, message, "invalid_request_error")
+        scoped = server.scoped(request, explicit)
+        if scoped:
+            if not await server.store.exists(scoped):
+                await server.create_session(request, scoped)
+            session, reply_to = scoped, None
         else:
-            session, reply_to = await _derive_session(server, body, talk)
+            caller = Caller(request, server)
+            session, reply_to = await _derive_session(caller, body, talk)
         feed = await server.turns.start(server.agent, session, talk[-1].text, reply_to)
         model = body.model or server.config.served_model
         completion = f"chatcmpl-{uuid.uuid4().hex}"
@@ -148,27 +171,67 @@ def openai_routes(app: FastAPI, server: Server) -> None:
 # --------------------------------------------------------------- session mapping
 
 
-def _key(body: ChatRequest, messages: list[ChatMessage]) -> str:
-    # system messages stay out: clients often rewrite them per request (a date, a locale)
-    who = body.user or body.safety_identifier or ""
-    data = json.dumps([who, [(m.role, m.text) for m in messages]], ensure_ascii=False)
-    return "oa-" + hashlib.sha256(data.encode()).hexdigest()[:32]
+class Caller:
+    """Who a request comes from, for deriving its sessions: the key, the user and the store."""
+
+    def __init__(self, request: Request, server: Server) -> None:
+        self.request = request
+        self.server = server
+        self.store = server.store
+        self.user: str = getattr(request.state, USER, "")
+        self.key = derivation_key(server, self.user)
+
+    def derive(self, body: ChatRequest, messages: list[ChatMessage]) -> str:
+        """The session id of a conversation for this caller."""
+        # system messages stay out: clients often rewrite them per request (a date, a locale)
+        who = body.user or body.safety_identifier or ""
+        data = json.dumps([self.user, who, [(m.role, m.text) for m in messages]], ensure_ascii=False)
+        digest = hmac.new(self.key, data.encode(), hashlib.sha256).hexdigest()[:32]
+        return f"{self.user}:{DERIVED_PREFIX}{digest}" if self.user else f"{DERIVED_PREFIX}{digest}"
+
+
+def derivation_key(server: Server, user: str) -> bytes:
+    """The key of derived session ids (see the module docstring)."""
+    config = server.config
+    secret = config.secret or os.environ.get("REACTCHAT_SECRET")
+    if not secret:
+        token = (config.users or {}).get(user) if user else config.token
+        secret = token or machine_secret()
+    return secret.encode()
+
+
+def machine_secret() -> str:
+    """A random secret kept in ``secret`` beside the default database, made on first use."""
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "reactchat"
+    path = base / "secret"
+    try:
+        return path.read_text(encoding="ascii").strip()
+    except FileNotFoundError:
+        pass
+    base.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another worker made it first
+        return path.read_text(encoding="ascii").strip()
+    with os.fdopen(fd, "w", encoding="ascii") as out:
+        out.write(secrets.token_hex(32))
+    return path.read_text(encoding="ascii").strip()
 
 
 def _twins(key: str) -> list[str]:
     return [key] + [f"{key}-{n}" for n in range(2, MAX_TWINS + 1)]
 
 
-async def _derive_session(server: Server, body: ChatRequest, talk: list[ChatMessage]) -> tuple[str, str | None]:
+async def _derive_session(caller: Caller, body: ChatRequest, talk: list[ChatMessage]) -> tuple[str, str | None]:
     """The session waiting on the question this message answers, else a new one for this turn."""
-    store = server.store
+    store = caller.store
     asked = talk[-2].text if len(talk) >= 2 and talk[-2].role == "assistant" else None
     if asked is not None:
         end = len(talk) - 2  # talk[end - 1] is the user message before the question
         for _ in range(MAX_QUESTIONS):
             if end < 1 or talk[end - 1].role != "user":
                 break
-            for candidate in _twins(_key(body, talk[:end])):
+            for candidate in _twins(caller.derive(body, talk[:end])):
                 if not await store.exists(candidate):
                     break
                 last = SessionState.from_events(candidate, await store.events(candidate)).last
@@ -178,16 +241,16 @@ async def _derive_session(server: Server, body: ChatRequest, talk: list[ChatMess
             end -= 2  # an earlier question of the same turn: …, user U, assistant Q1, user A1, assistant Q2
             if end < 1 or talk[end].role != "assistant":
                 break
-    return await _new_session(server, body, talk), None
+    return await _new_session(caller, body, talk), None
 
 
-async def _new_session(server: Server, body: ChatRequest, talk: list[ChatMessage]) -> str:
-    store = server.store
+async def _new_session(caller: Caller, body: ChatRequest, talk: list[ChatMessage]) -> str:
+    store = caller.store
     owner = uuid.uuid4().hex
-    for candidate in _twins(_key(body, talk)):
+    for candidate in _twins(caller.derive(body, talk)):
         if await store.exists(candidate):
             continue  # the same conversation again (a retry, a regenerate): a fresh twin
-        await store.create_session(candidate)  # a no-op if another worker just created it
+        await caller.server.create_session(caller.request, candidate)  # a no-op if another worker just did
         if not await store.try_lock(candidate, owner, 60.0):
             continue
         try:
@@ -202,7 +265,7 @@ async def _new_session(server: Server, body: ChatRequest, talk: list[ChatMessage
             return candidate
         finally:
             await store.unlock(candidate, owner)
-    return await store.create_session()
+    return await caller.server.create_session(caller.request)
 
 
 def _pairs(messages: list[ChatMessage]) -> list[tuple[str, str]]:

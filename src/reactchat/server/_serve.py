@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from reactchat.server._app import create_app
-from reactchat.server._config import ServerConfig, check_exposure, store_url
+from reactchat.server._config import ServerConfig, check_exposure, load_users, store_url
 
 
 def serve(
@@ -18,30 +18,60 @@ def serve(
     model: str = "local",
     token: str | None = None,
     tools: list[Any] | None = None,
+    token_file: str | None = None,
+    allowed_hosts: tuple[str, ...] = (),
 ) -> None:
     """Serve the API and the page until interrupted.
 
     ``db`` is a SQLite path or a store URL (``REACTCHAT_DB`` when None); ``token``
-    (``REACTCHAT_TOKEN`` when None) is required on any host but loopback; ``tools`` are
-    added to the agent's (see ``ServerConfig.tools``).
+    (``REACTCHAT_TOKEN`` when None) or ``token_file`` (``REACTCHAT_TOKEN_FILE``: one
+    ``NAME TOKEN`` line per user) is required on any host but loopback. Requests must be
+    addressed to a loopback name, ``host`` itself or one of ``allowed_hosts``. ``tools``
+    are added to the agent's (see ``ServerConfig.tools``).
     """
     import uvicorn
 
-    token = token or os.environ.get("REACTCHAT_TOKEN") or None
-    check_exposure(host, token)
-    app = create_app(ServerConfig(model=model, store=store_url(db), token=token, tools=list(tools or [])))
+    config = config_from_env(token=token, token_file=token_file, allowed_hosts=allowed_hosts)
+    check_exposure(host, config.token, config.users)
+    if host not in ("0.0.0.0", "::", ""):
+        config.allowed_hosts = (*config.allowed_hosts, host)
+    config.model, config.store, config.tools = model, store_url(db), list(tools or [])
+    app = create_app(config)
     uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+
+
+def config_from_env(
+    token: str | None = None, token_file: str | None = None, allowed_hosts: tuple[str, ...] = ()
+) -> ServerConfig:
+    """A ``ServerConfig`` from the arguments, else ``REACTCHAT_TOKEN``, ``REACTCHAT_TOKEN_FILE``,
+    ``REACTCHAT_ALLOWED_HOSTS`` (comma-separated), ``REACTCHAT_MODEL`` and ``REACTCHAT_DB``."""
+    token = token or os.environ.get("REACTCHAT_TOKEN") or None
+    token_file = token_file or os.environ.get("REACTCHAT_TOKEN_FILE") or None
+    names = os.environ.get("REACTCHAT_ALLOWED_HOSTS", "")
+    return ServerConfig(
+        model=os.environ.get("REACTCHAT_MODEL", "local"),
+        store=store_url(None),
+        token=token,
+        users=load_users(token_file) if token_file else None,
+        allowed_hosts=(*allowed_hosts, *(n.strip() for n in names.split(",") if n.strip())),
+    )
 
 
 def app_from_env() -> FastAPI:
     """An app configured from the environment, for ``uvicorn --factory`` with several workers.
 
     ``REACTCHAT_DB`` (store URL or SQLite path), ``REACTCHAT_MODEL`` (default ``local``),
-    ``REACTCHAT_TOKEN``, ``REACTCHAT_TOOLS``, ``REACTCHAT_MCP``, ``REACTCHAT_SEARCH``.
-    Workers sharing a PostgreSQL store serve any session.
+    ``REACTCHAT_TOKEN`` or ``REACTCHAT_TOKEN_FILE``, ``REACTCHAT_ALLOWED_HOSTS``,
+    ``REACTCHAT_TOOLS``, ``REACTCHAT_MCP``, ``REACTCHAT_SEARCH``. The rule of ``reactchat
+    serve`` holds: set ``REACTCHAT_HOST`` to the address uvicorn listens on and a
+    non-loopback one without a token is refused here; whatever the address, an app without
+    a token answers only clients on this machine. Workers sharing a PostgreSQL store serve
+    any session.
     """
     from reactchat._tool_refs import configured_tools
 
-    token = os.environ.get("REACTCHAT_TOKEN") or None
-    model = os.environ.get("REACTCHAT_MODEL", "local")
-    return create_app(ServerConfig(model=model, store=store_url(None), token=token, tools=configured_tools()))
+    config = config_from_env()
+    host = os.environ.get("REACTCHAT_HOST", "127.0.0.1")
+    check_exposure(host, config.token, config.users)
+    config.tools = configured_tools()
+    return create_app(config)
