@@ -48,8 +48,22 @@ def store_url(db: str) -> str:
     if "://" in db or db.startswith("memory:"):
         return db
     path = Path(db).expanduser().resolve()
+    check_sqlite_file(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"
+
+
+def check_sqlite_file(path: Path) -> None:
+    """``ValueError`` (a clear CLI error) unless ``path`` is absent, empty or a SQLite database."""
+    if path.is_dir():
+        raise ValueError(f"--db {path} is a directory: give a database file, such as {path / 'sessions.db'}")
+    if path.exists():
+        if not path.is_file():
+            raise ValueError(f"--db {path} is not a regular file")
+        with path.open("rb") as file:
+            head = file.read(16)
+        if head and head != b"SQLite format 3\x00":
+            raise ValueError(f"--db {path} is not a SQLite database: give a new path or a reactchat database")
 
 
 class Trace:
@@ -260,11 +274,15 @@ def _serve(args: argparse.Namespace) -> int:
         model=args.model,
         token=os.environ.get("REACTCHAT_TOKEN"),
         tools=configured_tools(args.tools, args.mcp),
+        token_file=args.token_file,
+        allowed_hosts=tuple(args.allow_host or ()),
     )
     return 0
 
 
 async def _sessions(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    if args.prune:
+        return await _prune(args, out)
     from reactchat.report import sessions_table, summaries
     from reactchat.store import resolve_store
 
@@ -300,6 +318,24 @@ async def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(session_markdown(state), file=out, end="")
     else:
         print(session_tree(state), file=out)
+    return 0
+
+
+async def _prune(args: argparse.Namespace, out: TextIO) -> int:
+    """``reactchat sessions --prune``: delete sessions idle for more than ``--older-than`` days."""
+    from reactchat.knowledge import KnowledgeBase
+    from reactchat.retention import prune_sessions
+    from reactchat.store import resolve_store
+
+    store = resolve_store(store_url(args.db))
+    files = KnowledgeBase.for_store(store)
+    try:
+        pruned = await prune_sessions(store, args.older_than * 86400, files)
+    finally:
+        await files.close()
+        await store.close()
+    plural = "s" if len(pruned) != 1 else ""
+    print(f"pruned {len(pruned)} session{plural} idle for over {args.older_than:g} days", file=out)
     return 0
 
 
@@ -343,6 +379,8 @@ def parser() -> argparse.ArgumentParser:
     sessions = commands.add_parser("sessions", help="list stored sessions, newest first")
     sessions.add_argument("--limit", type=_positive, default=20, help="how many sessions to list")
     sessions.add_argument("--json", action="store_true", help="print the list as JSON")
+    sessions.add_argument("--prune", action="store_true", help="delete sessions idle for more than --older-than days")
+    sessions.add_argument("--older-than", type=float, default=30.0, metavar="DAYS", help="retention (default 30)")
     show = commands.add_parser("show", help="print a stored session: its turns, steps, timings and tokens")
     show.add_argument("session", help="the session id (see: reactchat sessions)")
     export = show.add_mutually_exclusive_group()
@@ -354,6 +392,10 @@ def parser() -> argparse.ArgumentParser:
     common(serve)
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=_positive, default=8000)
+    serve.add_argument(
+        "--token-file", help="one 'NAME TOKEN' line per user: each sees only their sessions (env REACTCHAT_TOKEN_FILE)"
+    )
+    serve.add_argument("--allow-host", action="append", metavar="NAME", help="a host name clients may use (repeatable)")
     return top
 
 
