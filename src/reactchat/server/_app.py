@@ -25,7 +25,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from starlette.exceptions import HTTPException
 
 from reactchat._tool_refs import close_tools
@@ -33,7 +33,8 @@ from reactchat.agent import Agent
 from reactchat.report import turn_view
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
-from reactchat.server._guard import DERIVED_PREFIX, USER, Guard, Rate, owner
+from reactchat.server._guard import USER, Guard, Rate, owner
+from reactchat.server._schema import GUARDED, SESSION_ID, errors, streamed
 from reactchat.server._turns import Turns, failure_event, sse, summary
 from reactchat.session import SessionState
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
@@ -76,14 +77,15 @@ class NewSession(Body):
     """Body of ``POST /v1/sessions`` (optional)."""
 
     model_config = ConfigDict(extra="forbid")
-    session: str | None = Field(default=None, min_length=1, max_length=200, pattern=r"^[A-Za-z0-9_.:-]+$")
+    #: a name for the session (not ``oa-…``: those ids are derived by the OpenAI endpoint)
+    session: str | None = Field(default=None, pattern=SESSION_ID)
 
-    @field_validator("session")
-    @classmethod
-    def _not_derived(cls, value: str | None) -> str | None:
-        if value is not None and value.startswith(DERIVED_PREFIX):
-            raise ValueError(f"ids starting with {DERIVED_PREFIX!r} are derived by the OpenAI endpoint; pick another")
-        return value
+
+class SessionCreated(BaseModel):
+    """Answer of ``POST /v1/sessions``: the id, and whether this request created it."""
+
+    session: str
+    created: bool
 
 
 class MessageIn(Body):
@@ -95,7 +97,7 @@ class MessageIn(Body):
     #: the ``call_id`` of the question this message answers; a 409 if it is no longer pending
     reply_to: str | None = None
     #: ``false`` waits for the end of the turn and answers with JSON instead of SSE
-    stream: bool = True
+    stream: StrictBool = True
 
 
 @dataclass
@@ -261,30 +263,45 @@ def _error_handlers(app: FastAPI) -> None:
 def _session_routes(app: FastAPI, server: Server) -> None:
     store = server.store
 
-    @app.post("/v1/sessions", status_code=201)
-    async def create_session(request: Request, body: NewSession | None = None) -> dict[str, Any]:
+    @app.post("/v1/sessions", status_code=201, responses=errors(400, *GUARDED, 413, 422, 429, 503))
+    async def create_session(request: Request, body: NewSession | None = None) -> SessionCreated:
         """Create a session; the body may name it (``{"session": "my-id"}``)."""
         wanted = server.scoped(request, body.session if body is not None else None)
         if wanted is not None and await store.exists(wanted):
-            return {"session": wanted, "created": False}
-        return {"session": await server.create_session(request, wanted), "created": True}
+            return SessionCreated(session=wanted, created=False)
+        return SessionCreated(session=await server.create_session(request, wanted), created=True)
 
-    @app.get("/v1/sessions")
-    async def list_sessions(limit: int = Query(default=20, ge=1, le=200)) -> dict[str, Any]:
-        """The newest sessions: first question, status, turns and usage of each."""
-        from reactchat.report import summaries
+    @app.get("/v1/sessions", responses=errors(*GUARDED, 422, 503))
+    async def list_sessions(request: Request, limit: int = Query(default=20, ge=1, le=200)) -> dict[str, Any]:
+        """The newest sessions: first question, status, turns and usage of each (under per-user
+        tokens, the caller's own)."""
+        from reactchat.report import SessionSummary, summaries
 
-        found = await summaries(store, limit)
+        user: str = getattr(request.state, USER, "")
+        if not user:
+            found = await summaries(store, limit)
+        else:
+            found = []
+            for session in [s for s in await store.list_sessions(1_000_000) if owner(s) == user][:limit]:
+                with contextlib.suppress(SessionNotFound):  # deleted between the listing and now
+                    found.append(SessionSummary.of(session, await store.events(session)))
         return {"sessions": [s.to_dict() for s in found]}
 
-    @app.get("/v1/sessions/{session}")
+    @app.get("/v1/sessions/{session}", responses=errors(*GUARDED, 404, 503))
     async def get_session(session: str) -> dict[str, Any]:
         """The session's turns with their events, its status, the pending question and files."""
         if not await store.exists(session):
             raise SessionNotFound(f"no session {session!r}")
         return await session_view(server, session)
 
-    @app.post("/v1/sessions/{session}/messages", response_model=None)
+    @app.post(
+        "/v1/sessions/{session}/messages",
+        response_model=None,
+        responses={
+            **streamed("The turn's events as SSE, or with stream=false its summary as JSON"),
+            **errors(400, *GUARDED, 404, 409, 413, 422, 503),
+        },
+    )
     async def post_message(session: str, body: MessageIn) -> Response:
         """Run a turn (or answer the pending question) and stream its events as SSE."""
         feed = await server.turns.start(server.agent, session, body.message, body.reply_to)

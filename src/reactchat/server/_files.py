@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.responses import StreamingResponse
+from pydantic import BeforeValidator, Field
 
+from reactchat.server._schema import GUARDED, errors, streamed
 from reactchat.server._turns import frame
 from reactchat.store import SessionNotFound
 
@@ -83,12 +85,20 @@ def file_routes(app: FastAPI, server: Server) -> None:
     """``POST /v1/sessions/{id}/files`` and ``DELETE /v1/sessions/{id}/context``."""
     from reactchat.server._app import error
 
-    @app.post("/v1/sessions/{session}/files", status_code=201, response_model=None)
+    @app.post(
+        "/v1/sessions/{session}/files",
+        status_code=201,
+        response_model=None,
+        responses={
+            **streamed("The file's info and the session's files; with Accept: text/event-stream, progress", 201),
+            **errors(400, *GUARDED, 404, 409, 413, 415, 422, 429, 501, 503),
+        },
+    )
     async def upload(
         request: Request,
         session: str,
         file: Annotated[UploadFile, File()],
-        retention: Annotated[int | None, Form()] = None,
+        retention: Annotated[Annotated[int, Field(ge=1)] | None, BeforeValidator(_absent), Form()] = None,
     ) -> Any:
         """Add a file to the session's knowledge; ``retention`` is in rounds.
 
@@ -100,8 +110,6 @@ def file_routes(app: FastAPI, server: Server) -> None:
             raise SessionNotFound(f"no session {session!r}")
         if server.files is None:
             return error(501, "file uploads need reactchat.knowledge: pip install 'reactchat[files]'", "unavailable")
-        if retention is not None and retention < 1:
-            return error(422, "invalid request: retention must be at least 1 round", "invalid_request_error")
         if len((await request.form()).getlist("file")) > 1:
             return error(400, "send one file per request (this one has several 'file' parts)", "invalid_request_error")
         data = await file.read()
@@ -114,7 +122,7 @@ def file_routes(app: FastAPI, server: Server) -> None:
             return error(rejection_status(exc), str(exc), "file_rejected")
         return {"file": info, "files": await server.files.list(session)}
 
-    @app.delete("/v1/sessions/{session}/context")
+    @app.delete("/v1/sessions/{session}/context", responses=errors(*GUARDED, 404, 503))
     async def clear_context(session: str) -> dict[str, Any]:
         """Forget the session's uploaded files."""
         if not await server.store.exists(session):
@@ -147,6 +155,11 @@ async def _indexing(files: Files, session: str, name: str, data: bytes, retentio
         yield frame("error", json.dumps({"status": 500, "message": message}))
         return
     yield frame("file", json.dumps({"file": info, "files": await files.list(session)}))
+
+
+def _absent(value: Any) -> Any:
+    """A form field has no null: ``null`` and an empty value mean "not given"."""
+    return None if value in ("", "null") else value
 
 
 #: the HTTP status of each ``FileRejected.reason``

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, StrictBool, field_validator
 
 from reactchat.messages import (
     ActionEvent,
@@ -71,13 +71,13 @@ from reactchat.messages import (
 )
 from reactchat.server._app import Body
 from reactchat.server._guard import DERIVED_PREFIX, USER
+from reactchat.server._schema import GUARDED, HAS_USER_TEXT, SESSION_ID, errors, streamed
 from reactchat.server._turns import KEEPALIVE, Delta, TurnFeed, failure_event, summary
 from reactchat.session import SessionState, Turn
 
 if TYPE_CHECKING:
     from reactchat.server._app import Server
 
-SESSION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 #: how far back to look for the question a message answers (question/answer pairs)
 MAX_QUESTIONS = 20
 #: suffixes tried when two conversations hash alike (the same conversation sent twice)
@@ -104,12 +104,22 @@ class ChatRequest(Body):
 
     model_config = ConfigDict(extra="allow")
     model: str = ""
-    messages: list[ChatMessage] = Field(min_length=1)
-    stream: bool = False
+    messages: list[ChatMessage] = Field(min_length=1, json_schema_extra=HAS_USER_TEXT)
+    stream: StrictBool = False
     user: str | None = None
     safety_identifier: str | None = None
-    metadata: dict[str, str] | None = None
-    session_id: str | None = Field(default=None, min_length=1, max_length=200)
+    metadata: dict[str, str] | None = Field(
+        default=None, json_schema_extra={"properties": {"session_id": {"type": "string", "pattern": SESSION_ID}}}
+    )
+    session_id: str | None = Field(default=None, pattern=SESSION_ID)
+
+    @field_validator("metadata")
+    @classmethod
+    def _metadata_session(cls, value: dict[str, str] | None) -> dict[str, str] | None:
+        if value and "session_id" in value and not re.fullmatch(SESSION_ID, value["session_id"]):
+            raise ValueError("metadata.session_id is not a session id a client may choose")
+        return value
+
     stream_options: dict[str, Any] | None = None
 
 
@@ -117,7 +127,7 @@ def openai_routes(app: FastAPI, server: Server) -> None:
     """Register ``/v1/models`` and ``/v1/chat/completions``."""
     from reactchat.server._app import error
 
-    @app.get("/v1/models")
+    @app.get("/v1/models", responses=errors(*GUARDED))
     async def models() -> dict[str, Any]:
         """The one model this server serves (the agent)."""
         return {
@@ -125,25 +135,29 @@ def openai_routes(app: FastAPI, server: Server) -> None:
             "data": [{"id": server.config.served_model, "object": "model", "created": 0, "owned_by": "reactchat"}],
         }
 
-    @app.post("/v1/chat/completions", response_model=None)
+    @app.post(
+        "/v1/chat/completions",
+        response_model=None,
+        responses={
+            **streamed("A chat.completion, or chat.completion.chunk events when stream is true"),
+            **errors(400, *GUARDED, 409, 413, 422, 429, 502, 503),
+        },
+    )
     async def chat_completions(
-        request: Request, body: ChatRequest, x_session_id: str | None = Header(default=None)
+        request: Request, body: ChatRequest, x_session_id: str | None = Header(default=None, pattern=SESSION_ID)
     ) -> Response:
         """Run the agent on the conversation's last user message."""
         talk = [m for m in body.messages if m.role in ("user", "assistant")]
-        if not talk or talk[-1].role != "user" or not talk[-1].text.strip():
-            return error(
-                422, "invalid request: the last message must be a non-empty user message", "invalid_request_error"
-            )
+        asking = [n for n, m in enumerate(talk) if m.role == "user" and m.text.strip()]
+        if not asking:
+            return error(422, "invalid request: the messages hold no user message with text", "invalid_request_error")
+        talk = talk[: asking[-1] + 1]  # the agent answers the last user message; what follows it is ignored
         explicit = body.session_id or (body.metadata or {}).get("session_id") or x_session_id
-        if explicit and not SESSION_ID.fullmatch(explicit):
-            return error(
-                422,
-                "invalid request: a session id is 1-200 letters, digits, '_', '.', ':' or '-'",
-                "invalid_request_error",
+        if explicit and not re.fullmatch(SESSION_ID, explicit):
+            message = (
+                "invalid request: a session id is 1-200 letters, digits, '_', '.', ':' or '-' "
+                f"and does not start with {DERIVED_PREFIX!r} (the server derives those)"
             )
-        if explicit and explicit.startswith(DERIVED_PREFIX):
-            message = f"invalid request: ids starting with {DERIVED_PREFIX!r} are derived by the server; pick another"
             return error(422, message, "invalid_request_error")
         scoped = server.scoped(request, explicit)
         if scoped:

@@ -1,0 +1,108 @@
+"""What the OpenAPI document says each route returns: its error answers and content types.
+
+Every error body has one shape (``ErrorBody``, the OpenAI one, so SDKs show the
+message); each route lists the statuses it can answer with, and routes that stream
+declare ``text/event-stream`` beside ``application/json``. ``tests/test_api_contract.py``
+runs Schemathesis against a live server to keep the document and the server in step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+
+#: a session id a client may choose: 1-200 of ``A-Za-z0-9_.:-``, not starting with ``oa-`` (the
+#: prefix of ids the OpenAI endpoint derives), written without look-ahead for JSON Schema tools
+SESSION_ID = (
+    r"^(?:[A-Za-np-z0-9_.:-][A-Za-z0-9_.:-]{0,199}|o(?:[A-Zb-z0-9_.:-][A-Za-z0-9_.:-]{0,198})?"
+    r"|oa(?:[A-Za-z0-9_.:][A-Za-z0-9_.:-]{0,197})?)$"
+)
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong: a message for people, a machine-readable type, the HTTP status."""
+
+    message: str
+    type: str
+    code: int
+
+
+class ErrorBody(BaseModel):
+    """The body of every error answer."""
+
+    error: ErrorDetail
+
+
+_WHY = {
+    400: "The body is not JSON, or a file could not be read (damaged, empty, several file parts)",
+    401: "A bearer token is required and was missing or wrong",
+    403: "The Host is not this server's, a cross-origin write, or a non-local client of a server without a token",
+    404: "No such session (or not one of the caller's)",
+    409: "The session is busy with another turn, the question was already answered, or it has too many files",
+    413: "The body, or what reading the file would take (pages, paragraphs, rows, characters, time), is too large",
+    415: "The file's type is not one that is read",
+    422: "The body does not match the schema",
+    429: "Too many uploads at once, or too many new sessions from this client; see Retry-After",
+    501: "File uploads need the files extra",
+    502: "The model failed",
+    503: "The session store is unreachable",
+}
+
+
+def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """The ``responses=`` entries of a route's error statuses."""
+    return {code: {"model": ErrorBody, "description": _WHY[code]} for code in codes}
+
+
+#: statuses that any route under /v1/ can answer with (the guard's)
+GUARDED = (401, 403)
+
+
+#: one Server-Sent Event: its name (``message`` when absent) and its data (JSON text)
+SSE_EVENT: dict[str, Any] = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {"event": {"type": "string"}, "data": {"type": "string"}, "id": {"type": "string"}},
+}
+
+
+def streamed(description: str, status: int = 200) -> dict[int | str, dict[str, Any]]:
+    """A success answer that is JSON, or Server-Sent Events when the request asks to stream."""
+    return {
+        status: {
+            "description": description,
+            "content": {
+                "application/json": {"schema": {"type": "object"}},
+                "text/event-stream": {"schema": SSE_EVENT},
+            },
+        }
+    }
+
+
+#: ``messages`` of a chat completion must hold a user message with some text (the agent's input)
+HAS_USER_TEXT: dict[str, Any] = {
+    "contains": {
+        "type": "object",
+        "required": ["role", "content"],
+        "properties": {
+            "role": {"const": "user"},
+            "content": {
+                "anyOf": [
+                    {"type": "string", "pattern": r"\S"},
+                    {
+                        "type": "array",
+                        "contains": {
+                            "type": "object",
+                            "required": ["type", "text"],
+                            "properties": {
+                                "type": {"enum": ["text", "input_text"]},
+                                "text": {"type": "string", "pattern": r"\S"},
+                            },
+                        },
+                    },
+                ]
+            },
+        },
+    }
+}
