@@ -56,6 +56,10 @@ ATTACKS: dict[str, Callable[[httpx.Client, str, Path], httpx.Response]] = {
     "csv-20MB": _upload("rows.csv", attack_files.csv_rows),
     "text-20MB": _upload("lines.txt", attack_files.text_lines),
     "pdf-90k-pages-shared-stream": _upload("pages.pdf", attack_files.shared_stream_pdf),
+    # large files within the limits: accepted, in bounded memory
+    "json-20MB-records": _upload("records.json", attack_files.json_records),
+    "csv-20MB-records": _upload("records.csv", attack_files.csv_records),
+    "text-20MB-prose": _upload("prose.txt", attack_files.text_paragraphs),
 }
 
 
@@ -83,6 +87,7 @@ def run(name: str, timeout: float) -> dict[str, object]:
         "seconds": round(elapsed, 2),
         "server_peak_mb": round(watch.peak_server / MB),
         "parsers_peak_mb": round(watch.peak_children / MB),
+        "largest_parser_peak_mb": round(watch.peak_child / MB),
         "other_session_slowest_s": round(max(watch.latencies, default=0.0), 2),
         "other_session_failures": len(watch.failures),
         "detail": detail,

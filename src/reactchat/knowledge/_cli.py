@@ -58,10 +58,11 @@ def read_local(path: str, max_bytes: int) -> bytes:
         fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise FileRejected(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise FileRejected(f"{path}: not a regular file (a folder, a device or a pipe cannot be uploaded)")
     with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise FileRejected(f"{path}: not a regular file (a folder, a device or a pipe cannot be uploaded)")
         if info.st_size > max_bytes:
             raise FileRejected(
                 f"{path}: {info.st_size / 1e6:.1f} MB is over the {max_bytes / 1e6:.1f} MB limit; "
