@@ -100,6 +100,9 @@ def test_each_user_sees_only_their_own_sessions() -> None:
             assert bob.get(path).status_code == 404
         answer = bob.post(f"/v1/sessions/{mine}/messages", json={"message": "Lyon", "stream": False})
         assert answer.status_code == 404
+        listed = [s["session"] for s in bob.get("/v1/sessions").json()["sessions"]]
+        assert listed == [], "bob lists only his own sessions"
+        assert mine in [s["session"] for s in alice.get("/v1/sessions").json()["sessions"]]
         # naming alice's session only creates one of bob's own
         assert bob.post("/v1/sessions", json={"session": mine}).json()["session"] == f"bob:{mine}"
         assert alice.get(f"/v1/sessions/{mine}").json()["pending"] is not None, "still waiting on alice"
