@@ -27,6 +27,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingRes
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from reactchat._tool_refs import close_tools
 from reactchat.agent import Agent
@@ -240,7 +241,9 @@ def _error_handlers(app: FastAPI) -> None:
         assert isinstance(exc, HTTPException)
         kind = {405: "method_not_allowed", 429: "rate_limited"}.get(exc.status_code, "invalid_request_error")
         response = error(exc.status_code, str(exc.detail), kind if exc.status_code < 500 else "server")
-        response.headers.update(exc.headers or {})  # Allow on a 405, Retry-After on a 429
+        response.headers.update(exc.headers or {})  # Retry-After on a 429
+        if exc.status_code == 405:
+            response.headers["Allow"] = _allowed(request)
         return response
 
     async def unavailable(request: Request, exc: Exception) -> Response:
@@ -258,6 +261,16 @@ def _error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(AlreadyAnswered, answered)
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(HTTPException, http)
+
+
+def _allowed(request: Request) -> str:
+    """Every method the request's path has a route for (Starlette names only the first route's)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match is not Match.NONE:
+            methods |= getattr(route, "methods", None) or set()
+    return ", ".join(sorted(methods))
 
 
 def _session_routes(app: FastAPI, server: Server) -> None:
