@@ -144,7 +144,7 @@ def test_errors_reach_the_sdk_with_their_message(base: str, client: OpenAI) -> N
         pytest.raises(openai.AuthenticationError, match="bearer token"),
     ):
         intruder.models.list()
-    with pytest.raises(openai.UnprocessableEntityError, match="last message must be a non-empty user message"):
+    with pytest.raises(openai.UnprocessableEntityError, match="no user message with text"):
         client.chat.completions.create(model="rules", messages=[{"role": "assistant", "content": "hi"}])
     with pytest.raises(openai.UnprocessableEntityError, match="messages"):
         client.chat.completions.create(model="rules", messages=[])

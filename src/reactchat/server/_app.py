@@ -35,7 +35,7 @@ from reactchat.report import turn_view
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
 from reactchat.server._guard import USER, Guard, Rate, owner
-from reactchat.server._schema import GUARDED, SESSION_ID, errors, streamed
+from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, errors, streamed
 from reactchat.server._turns import Turns, failure_event, sse, summary
 from reactchat.session import SessionState
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
@@ -234,7 +234,10 @@ def _error_handlers(app: FastAPI) -> None:
                 problems.append("the request needs a JSON body")
             else:
                 where = ".".join(loc)
-                problems.append(f"{where}: {item.get('msg')}" if where else str(item.get("msg")))
+                message = str(item.get("msg"))
+                if (item.get("ctx") or {}).get("pattern") == SESSION_ID:
+                    message = SESSION_ID_RULE
+                problems.append(f"{where}: {message}" if where else message)
         return error(status, "invalid request: " + "; ".join(problems), "invalid_request_error")
 
     async def http(request: Request, exc: Exception) -> Response:

@@ -53,7 +53,7 @@ class ServerConfig:
     max_uploads: int = 4
     max_session_uploads: int = 1
     #: sessions one client (user, or address without users) may create per minute; None: no limit
-    max_new_sessions: int | None = 60
+    max_new_sessions: int | None = 600
     #: what reading one uploaded file may take (a ``reactchat.knowledge.Limits``); None: the defaults
     file_limits: Any = None
     #: key of the OpenAI endpoint's derived session ids (``REACTCHAT_SECRET``; see ``_openai``)

@@ -71,7 +71,7 @@ from reactchat.messages import (
 )
 from reactchat.server._app import Body
 from reactchat.server._guard import DERIVED_PREFIX, USER
-from reactchat.server._schema import GUARDED, HAS_USER_TEXT, SESSION_ID, errors, streamed
+from reactchat.server._schema import GUARDED, HAS_USER_TEXT, SESSION_ID, SESSION_ID_RULE, errors, streamed
 from reactchat.server._turns import KEEPALIVE, Delta, TurnFeed, failure_event, summary
 from reactchat.session import SessionState, Turn
 
@@ -117,7 +117,7 @@ class ChatRequest(Body):
     @classmethod
     def _metadata_session(cls, value: dict[str, str] | None) -> dict[str, str] | None:
         if value and "session_id" in value and not re.fullmatch(SESSION_ID, value["session_id"]):
-            raise ValueError("metadata.session_id is not a session id a client may choose")
+            raise ValueError(f"metadata.session_id: {SESSION_ID_RULE}")
         return value
 
     stream_options: dict[str, Any] | None = None
@@ -154,11 +154,7 @@ def openai_routes(app: FastAPI, server: Server) -> None:
         talk = talk[: asking[-1] + 1]  # the agent answers the last user message; what follows it is ignored
         explicit = body.session_id or (body.metadata or {}).get("session_id") or x_session_id
         if explicit and not re.fullmatch(SESSION_ID, explicit):
-            message = (
-                "invalid request: a session id is 1-200 letters, digits, '_', '.', ':' or '-' "
-                f"and does not start with {DERIVED_PREFIX!r} (the server derives those)"
-            )
-            return error(422, message, "invalid_request_error")
+            return error(422, f"invalid request: {SESSION_ID_RULE} (the server derives those)", "invalid_request_error")
         scoped = server.scoped(request, explicit)
         if scoped:
             if not await server.store.exists(scoped):

@@ -19,6 +19,9 @@ SESSION_ID = (
     r"|oa(?:[A-Za-z0-9_.:][A-Za-z0-9_.:-]{0,197})?)$"
 )
 
+#: ``SESSION_ID`` in words, for error messages
+SESSION_ID_RULE = "a session id is 1-200 letters, digits, '_', '.', ':' or '-', not starting with 'oa-'"
+
 
 class ErrorDetail(BaseModel):
     """What went wrong: a message for people, a machine-readable type, the HTTP status."""
