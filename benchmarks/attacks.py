@@ -32,22 +32,27 @@ from attack_support import Watch, serve  # noqa: E402
 MB = 2**20
 
 
-def _upload(name: str, make: Callable[[Path], Path]) -> Callable[[httpx.Client, str, Path], httpx.Response]:
-    def attack(client: httpx.Client, session: str, work: Path) -> httpx.Response:
-        data = make(work / name).read_bytes()
-        return client.post(f"/v1/sessions/{session}/files", files={"file": (name, data)})
-
-    return attack
+Send = Callable[[httpx.Client, str], httpx.Response]
 
 
-def _message(text: str) -> Callable[[httpx.Client, str, Path], httpx.Response]:
-    def attack(client: httpx.Client, session: str, work: Path) -> httpx.Response:
-        return client.post(f"/v1/sessions/{session}/messages", json={"message": text, "stream": False})
+def _upload(name: str, make: Callable[[Path], Path]) -> Callable[[Path], Send]:
+    def prepare(work: Path) -> Send:
+        data = make(work / name).read_bytes()  # made before the clock starts
+        return lambda client, session: client.post(f"/v1/sessions/{session}/files", files={"file": (name, data)})
 
-    return attack
+    return prepare
 
 
-ATTACKS: dict[str, Callable[[httpx.Client, str, Path], httpx.Response]] = {
+def _message(text: str) -> Callable[[Path], Send]:
+    def prepare(work: Path) -> Send:
+        return lambda client, session: client.post(
+            f"/v1/sessions/{session}/messages", json={"message": text, "stream": False}
+        )
+
+    return prepare
+
+
+ATTACKS: dict[str, Callable[[Path], Send]] = {
     "calc-round-1e7": _message("compute round(1, -10**7)"),
     "calc-round-1e1000": _message("compute round(7, -10**1000)"),
     "docx-700k-paragraphs": _upload("many.docx", attack_files.many_paragraphs_docx),
@@ -67,13 +72,14 @@ def run(name: str, timeout: float) -> dict[str, object]:
     """One attack on a fresh server."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
+        send = ATTACKS[name](work)
         with serve(work, max_upload=25_000_000) as served:
             client = httpx.Client(base_url=served.url, timeout=timeout)
             session = client.post("/v1/sessions").json()["session"]
             with Watch(served) as watch:
                 start = time.perf_counter()
                 try:
-                    response = ATTACKS[name](client, session, work)
+                    response = send(client, session)
                     status: object = response.status_code
                     detail = response.text[:160]
                 except httpx.TimeoutException:
