@@ -79,7 +79,7 @@ def test_a_file_over_a_content_limit_is_refused_at_once(
     response, elapsed, _ = attack(served, name, data)
     assert response.status_code == 413, response.text
     assert message in response.json()["error"]["message"]
-    assert elapsed < 30, f"refused after {elapsed:.1f} s"
+    assert elapsed < 60, f"refused after {elapsed:.1f} s"
 
 
 def test_a_pdf_that_is_slow_to_read_is_stopped_by_the_cpu_limit(tight: Served, files: Path) -> None:
