@@ -39,7 +39,7 @@ class StepModel:
 
     name = "bench"
     supports_tools = False
-    supports_grammar = False
+    context_tokens = None
 
     def __init__(self, delay: float) -> None:
         self.delay = delay

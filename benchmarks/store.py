@@ -105,7 +105,7 @@ class Timed:
         self.inner = ScriptedModel(replies)
         self.first_request_at: float | None = None
         self.supports_tools = False
-        self.supports_grammar = False
+        self.context_tokens = None
 
     async def complete(self, request: Request) -> Reply:
         if self.first_request_at is None:

@@ -37,7 +37,7 @@ class PlanModel:
     """Follows a plan of actions (``bump``, ``ask``), then answers with what it saw."""
 
     supports_tools = False
-    supports_grammar = False
+    context_tokens = None
 
     def __init__(self, plan: list[str], delay: float = 0.0) -> None:
         self.plan = plan

@@ -172,6 +172,14 @@ async def test_a_failed_call_is_an_error_result_and_the_best_effort_call_has_no_
     assert any(b["text"].startswith("[calculator returned] Error") for b in blocks)
 
 
+async def test_a_failed_call_reaches_claude_as_an_error_result(server: ReplayServer) -> None:
+    server.push(tool_use(("toolu_1", "calculator", {"expression": "1/0"})), text("It cannot be computed."))
+    result = await Agent(model=make(server), tools=[calculator], protocol="native").arun("1/0?")
+    assert result.status == "done" and result.steps[0].is_error
+    results = [b for m in server.requests[1].json["messages"] for b in m["content"] if b["type"] == "tool_result"]
+    assert [(b["tool_use_id"], b.get("is_error")) for b in results] == [("toolu_1", True)]
+
+
 # ------------------------------------------------------------------ streaming
 
 

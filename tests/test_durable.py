@@ -17,7 +17,6 @@ import pytest
 
 from durable_child import PlanModel, make_agent
 from reactchat import Agent, AlreadyAnswered, RunResult, SessionBusy
-from reactchat.loop import INTERRUPTED
 from reactchat.messages import EVENTS, ActionEvent, Event, ObservationEvent, QuestionEvent, ThoughtEvent, UserEvent
 from reactchat.session import SessionState
 from reactchat.store import resolve_store
@@ -311,7 +310,7 @@ async def test_tool_killed_after_its_side_effect(durable_url: str, tmp_path: Pat
         assert (observation.text, observation.is_error) == ("bumped 2", False)
         assert runs[killed_call] == 2  # declared safe to repeat, so it ran again
     else:
-        assert (observation.text, observation.is_error) == (INTERRUPTED, True)
+        assert (observation.interrupted, observation.is_error) == (True, True)
         assert runs[killed_call] == 1  # never silently re-run
     finished = [e.call_id for e in events if isinstance(e, ObservationEvent) and e.call_id != killed_call]
     assert all(runs[call] == 1 for call in finished)

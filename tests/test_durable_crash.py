@@ -25,7 +25,6 @@ from collections import Counter
 from pathlib import Path
 
 from durable_child import make_agent
-from reactchat.loop import INTERRUPTED
 from reactchat.messages import EVENTS, ActionEvent, Event, ObservationEvent, QuestionEvent, UserEvent
 from reactchat.session import SessionState
 from reactchat.store import SessionBusy
@@ -141,7 +140,7 @@ def check(session: str, plan: list[str], reported: list[Event], events: list[Eve
     assert all(count == 1 for count in runs.values()), f"a tool call ran twice: {runs}"
     for event in events:
         if isinstance(event, ObservationEvent) and event.tool == "bump":
-            assert runs[event.call_id] == 1 or event.text == INTERRUPTED
+            assert runs[event.call_id] == 1 or event.interrupted
     assert [e.text for e in events if isinstance(e, UserEvent)][:1] == ["How far is Paris?"]
 
 

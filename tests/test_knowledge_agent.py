@@ -131,8 +131,7 @@ async def test_the_model_cannot_name_a_file_or_a_session(make_agent: MakeAgent) 
     other, mine = await agent.store.create_session(), await agent.store.create_session()
     await kb.add_file(other, "roses.md", ROSES)
     await kb.add_file(mine, "owls.txt", b"Owls hunt at night.")
-    assert agent.session_tools is not None
-    tools = await agent.session_tools(mine, agent.store)
+    tools = await agent.hooks.tools_for(mine, agent.store)
     schema = next(t for t in tools if t.name == "search_files").input_schema
     assert list(schema["properties"]) == ["query"]
     result = await agent.arun("What do roses cost?", mine)

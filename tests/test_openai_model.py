@@ -23,7 +23,6 @@ from fixtures.replay_server import (
 )
 from reactchat import Agent, calculator, tool
 from reactchat.messages import AssistantMessage, Request, SystemMessage, TextPart, ToolSpec, UserMessage
-from reactchat.models._http import DELTAS
 from reactchat.models._http_prefill import continuation
 from reactchat.models.openai import OpenAIModel
 from reactchat.react import Action, FinalAnswer, parse
@@ -313,14 +312,10 @@ async def test_tool_calls_without_ids_get_unique_ones_from_the_engine(server: Re
     assert [(c.id, c.input) for c in streamed.tool_calls] == [("", {"expression": "3+3"})]
 
 
-async def test_a_task_can_collect_deltas_from_a_shared_model(server: ReplayServer) -> None:
+async def test_a_request_can_collect_deltas_from_a_shared_model(server: ReplayServer) -> None:
     server.push(Canned(sse=openai_stream(["a", "b"])), Canned(sse=openai_stream(["c"])))
     model = make(server, stream=True)
     mine: list[str] = []
-    token = DELTAS.set(mine.append)
-    try:
-        await model.complete(Request(messages=[UserMessage(content="?")]))
-    finally:
-        DELTAS.reset(token)
-    await model.complete(Request(messages=[UserMessage(content="?")]))  # outside: not collected
+    await model.complete(Request(messages=[UserMessage(content="?")], on_delta=mine.append))
+    await model.complete(Request(messages=[UserMessage(content="?")]))  # another request: not collected
     assert mine == ["a", "b"]

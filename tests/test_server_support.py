@@ -48,7 +48,7 @@ class RuleModel:
 
     name = "rules"
     supports_tools = False
-    supports_grammar = False
+    context_tokens = None
 
     def __init__(self, delay: float = 0.0) -> None:
         self.delay = delay
@@ -63,7 +63,7 @@ class RuleModel:
         text = reply(request)
         if "stream" in question:  # like the openai: and anthropic: adapters, word by word
             for piece in re.split(r"(?<=\s)", text):
-                await emit_delta(None, piece)
+                await emit_delta(piece, [request.on_delta] if request.on_delta else [])
                 await asyncio.sleep(0.05)
         return Reply(parts=[TextPart(text=text)])
 

@@ -251,7 +251,7 @@ async def test_sqlite_file_is_wal_and_created_on_first_use(tmp_path: Path) -> No
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         migrations = [row[0] for row in db.execute("SELECT name FROM reactchat_migrations")]
     assert {"sessions", "events", "session_locks", "reactchat_migrations"} <= tables
-    assert migrations == ["m001_sessions_events_locks", "m002_reflections"]
+    assert migrations == ["m001_sessions_events_locks", "m002_reflections", "m003_interrupted_field"]
     again = resolve_store(f"sqlite:///{path}")  # migrations run once
     assert await again.exists("s")
     await again.close()

@@ -1,23 +1,24 @@
-"""The agent loop: one turn, from the user's message to an answer or a question.
+"""The agent loop: one run, from a message to an answer or a question.
 
     prompt ─► model ─► parse ─► (format error ─► correction) | final answer
                                | actions ─► guards ─► tools ─► observations ─► loop
 
-Every event is appended to the store before the next thing happens, so a turn can
-be resumed from its last durable event by any process (``Transcript`` is rebuilt by
-``replay``). Errors the model can fix become observations; errors the operator must
-fix raise.
+Every event is appended to the store before the next thing happens, so a run can be
+resumed from its last durable event by any process (``replay`` rebuilds the
+``Transcript`` and the guards). Errors the model can fix become observations; errors
+the operator must fix raise. ``call_model`` is the one place a model is called and
+``execute`` the one place a tool runs.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from reactchat.core import Call, FormatError, Transcript
+from reactchat.core import Call, FormatError, ToolResult, Transcript
 from reactchat.guards import RepeatGuard, truncate, unknown_tool
 from reactchat.messages import (
     ActionEvent,
@@ -29,25 +30,32 @@ from reactchat.messages import (
     Reply,
     Request,
     ThoughtEvent,
-    ToolInput,
     Usage,
     UserEvent,
 )
 from reactchat.models import ContextTooLong, Model, ModelError
+from reactchat.session import Pending
 from reactchat.store import Store
 from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
 from reactchat.tracing import NO_TRACE, TurnTrace, start_turn
 from reactchat.usage import measured
 
+#: the observation of a call a crash cut off (the event says so in ``interrupted``)
 INTERRUPTED = (
     "This call was interrupted before it returned (the process running it stopped), so its "
     "effect is unknown and it was not run again. Check before relying on it."
 )
+ONE_QUESTION = "Ask one question at a time; ask this one after the answer."
 
 
 @dataclass
-class TurnRun:
-    """The state of one running turn."""
+class Loop:
+    """The ReAct loop of one run: one agent, in one turn of one session.
+
+    A turn's top-level run has ``run=""``; a run started by a tool call of another run
+    (a sub-agent) has its own ``run`` id and ``agent`` path, and its events go to the
+    same session's log, told apart by those two fields.
+    """
 
     session: str
     turn: int
@@ -59,32 +67,53 @@ class TurnRun:
     max_observation: int
     context_chars: int
     repeats: RepeatGuard
+    agent: str = ""
+    run: str = ""
     deps: Any = None
     services: dict[str, Any] = field(default_factory=dict)
+    #: where a streaming model's text goes as it comes (``Agent.stream(deltas=True)``)
+    on_delta: Callable[[str], Any] | None = None
     step: int = 0
-    #: the agent's name, for its ``invoke_agent`` span
-    name: str = "reactchat"
     #: the OpenTelemetry span of this run (``tracing.NO_TRACE`` when not traced)
     trace: TurnTrace = NO_TRACE
     #: traceparents of earlier runs of this turn that paused on a question (for span links)
     resumes: list[str] = field(default_factory=list)
 
-    async def emit(self, event: Event) -> Event:
-        """Stamp an event with its place in the session and make it durable."""
-        return (await self.record(event))[0]
+    # ------------------------------------------------------------------ ways in
 
-    async def record(self, *events: Event) -> tuple[Event, ...]:
-        """Stamp events and make them durable together (one store transaction)."""
-        for event in events:
-            # plain dict update: pydantic's __setattr__ is a measurable part of a step's cost
-            event.__dict__.update(session=self.session, turn=self.turn, step=self.step)
-        await self.store.append(*events)
-        return events
+    async def start(self, message: str) -> AsyncIterator[Event]:
+        """Run a new turn for ``message``."""
+        yield await self.emit(UserEvent(text=message))
+        async for event in self.invoke():
+            yield event
 
-    async def run(self) -> AsyncIterator[Event]:
-        """Run the turn until a final answer, a question for the user, or a guard stops it;
-        traced as one ``invoke_agent`` span when OpenTelemetry is installed."""
-        self.trace = start_turn(self.name, self.session, getattr(self.model, "name", ""), self.resumes)
+    async def resume(self, pending: Pending, reply: str) -> AsyncIterator[Event]:
+        """Continue a run that waits on ``pending`` with the user's ``reply`` as its observation.
+
+        (Approval requests, ``pending.kind == "approval"``, are to be decided here too: the
+        reply runs, edits or refuses the call.)
+        """
+        self.step = max(self.step, pending.step)
+        yield await self.emit(UserEvent(text=reply))
+        yield await self.observe(Call(pending.call_id, pending.tool, pending.input), ToolResult(reply))
+        async for event in self.invoke():
+            yield event
+
+    async def recover(self, events: list[Event]) -> AsyncIterator[Event]:
+        """Finish a run a crash or a model error interrupted, from its last durable event."""
+        asked = False
+        async for event in self.finish_interrupted(events):
+            asked = asked or isinstance(event, QuestionEvent)
+            yield event
+        if not asked:  # else the run waits for the user, like any ask_user step
+            async for event in self.invoke():
+                yield event
+
+    # ------------------------------------------------------------------ the loop
+
+    async def invoke(self) -> AsyncIterator[Event]:
+        """``steps``, traced as one ``invoke_agent`` span when OpenTelemetry is installed."""
+        self.trace = start_turn(self.agent.rsplit("/", 1)[-1], self.session, self.model.name, self.resumes)
         status: str = "interrupted"
         failure: BaseException | None = None
         usages: list[Usage] = []
@@ -102,7 +131,7 @@ class TurnRun:
             self.trace.end(status, usages, failure)
 
     async def steps(self) -> AsyncIterator[Event]:
-        """The loop itself: model, parse, tools, until an answer, a question or a guard."""
+        """Step until a final answer, a question for the user, or a guard stops the run."""
         while True:
             if self.step >= self.max_steps:
                 yield await self.best_effort("max_steps")
@@ -153,12 +182,14 @@ class TurnRun:
     async def call_model(self, request: Request, retrying: bool = False) -> tuple[Reply, float]:
         """One model call; a failure is recorded, then raised for the operator (except a
         ``ContextTooLong`` the caller is ``retrying`` after shrinking the prompt)."""
+        if self.on_delta is not None:
+            request.on_delta = self.on_delta
         started = time.perf_counter()
         try:
             with self.trace.chat(request) as span:
                 reply = await self.model.complete(request)
                 # stored usage names its model (for prices) and is estimated where the server gave none
-                reply.usage = measured(getattr(self.model, "name", ""), request, reply)
+                reply.usage = measured(self.model.name, request, reply)
                 span.finish(reply, reply.usage)
         except Exception as exc:
             if not (retrying and isinstance(exc, ContextTooLong)):
@@ -177,43 +208,57 @@ class TurnRun:
         pending: tuple[Event, ...] = (thought,)
         if not calls:
             yield await self.emit(thought)
-        for call_id, name, value in calls:
-            action = ActionEvent(call_id=call_id, tool=name, input=value)
+        for call in calls:
+            action = ActionEvent(call_id=call.call_id, tool=call.tool, input=call.input)
             for event in await self.record(*pending, action):
                 yield event
             pending = ()
             started = time.perf_counter()
             try:
-                text, is_error, cut = await self.execute(call_id, name, value)
+                result = await self.execute(call)
             except PauseForUser as pause:
                 if question is None:
-                    question = QuestionEvent(call_id=call_id, question=pause.question, trace=self.trace.traceparent)
+                    question = QuestionEvent(
+                        call_id=call.call_id, question=pause.question, trace=self.trace.traceparent
+                    )
                     yield await self.emit(question)
                     continue  # the observation is the user's answer, recorded on resume
-                text, is_error, cut = "Ask one question at a time; ask this one after the answer.", True, 0
-            yield await self.observe(call_id, name, text, is_error, cut, time.perf_counter() - started)
-            tool = self.tools.get(name)
-            if tool is not None and tool.return_direct and not is_error and direct is None:
-                direct = text
+                result = ToolResult(ONE_QUESTION, is_error=True)
+            yield await self.observe(call, result, time.perf_counter() - started)
+            tool = self.tools.get(call.tool)
+            if tool is not None and tool.return_direct and not result.is_error and direct is None:
+                direct = result.text
         if question is None and direct is not None:
             # "intent recognition + direct tool output": no summarising model call
             yield await self.emit(AnswerEvent(text=direct, thought=thought.text))
 
-    async def observe(
-        self, call_id: str, name: str, text: str, is_error: bool, cut: int = 0, seconds: float = 0.0
-    ) -> Event:
+    def question(self, call: Call, text: str) -> QuestionEvent:
+        """The question ``call`` asks the user (linked to this run's span for its resumption)."""
+        return QuestionEvent(call_id=call.call_id, question=text, trace=self.trace.traceparent)
+
+    async def observe(self, call: Call, result: ToolResult, seconds: float = 0.0, interrupted: bool = False) -> Event:
         """Record an observation and show it to the model."""
-        self.transcript.add_observation(call_id, text, is_error)
+        self.transcript.add_observation(call.call_id, result.text, result.is_error)
         return await self.emit(
-            ObservationEvent(call_id=call_id, tool=name, text=text, is_error=is_error, truncated=cut, seconds=seconds)
+            ObservationEvent(
+                call_id=call.call_id,
+                tool=call.tool,
+                text=result.text,
+                is_error=result.is_error,
+                truncated=result.cut,
+                interrupted=interrupted,
+                seconds=seconds,
+            )
         )
 
-    async def execute(self, call_id: str, name: str, value: ToolInput) -> tuple[str, bool, int]:
-        """Run one call: ``(observation, is_error, characters cut)``. Raises ``PauseForUser``.
+    async def execute(self, call: Call) -> ToolResult:
+        """Run one call (raises ``PauseForUser``).
 
-        An identical call made earlier in the turn is not run again, whether it worked or
-        failed: calling a broken tool over and over is the hallucination spiral (seed 003).
+        An identical call made earlier in the run is not run again, whether it worked or
+        failed: a model that calls a broken tool over and over (the hallucination spiral)
+        is told the earlier result instead.
         """
+        name, value = call.tool, call.input
         tool = self.tools.get(name)
         try:
             if tool is None:
@@ -223,30 +268,34 @@ class TurnRun:
             key = self.repeats.key(name, value)
             previous = self.repeats.previous(key)
             if previous is not None:
-                return self.repeats.refuse(name, previous), True, 0
+                return ToolResult(self.repeats.refuse(name, previous), is_error=True)
             self.repeats.remember(key, str(error))
-            return str(error), True, 0
+            return ToolResult(str(error), is_error=True)
         key = self.repeats.key(name, arguments)
         previous = None if tool.volatile else self.repeats.previous(key)
         if previous is not None:
-            return self.repeats.refuse(name, previous), True, 0
-        context = RunContext(self.session, self.turn, call_id, self.store, self.deps, self.services)
-        with self.trace.tool(name, call_id, arguments) as span:
+            return ToolResult(self.repeats.refuse(name, previous), is_error=True)
+        context = RunContext(
+            self.session, self.turn, call.call_id, self.store, self.deps, self.services, self.agent, self.run
+        )
+        with self.trace.tool(name, call.call_id, arguments) as span:
             try:
-                result = observation_text(await tool.run(arguments, context))
+                output = observation_text(await tool.run(arguments, context))
                 is_error = False
             except PauseForUser:
                 raise
             except ToolTimeout as error:
                 span.failed(error)
-                result, is_error = f"Error: {error}. Try a simpler request or another tool.", True
+                output, is_error = f"Error: {error}. Try a simpler request or another tool.", True
             except Exception as error:  # a tool's failure is the model's problem to route around
                 span.failed(error)
-                result, is_error = f"Error: {name} raised {type(error).__name__}: {error}", True
-            text, cut = truncate(result, tool.max_chars or self.max_observation)
+                output, is_error = f"Error: {name} raised {type(error).__name__}: {error}", True
+            text, cut = truncate(output, tool.max_chars or self.max_observation)
             span.result(text)
         self.repeats.remember(key, text)
-        return text, is_error, cut
+        return ToolResult(text, is_error, cut)
+
+    # ------------------------------------------------------------------ the context budget
 
     def fit_context(self) -> Request | None:
         """The next request, with old observations elided if the context budget demands it."""
@@ -267,7 +316,7 @@ class TurnRun:
     async def best_effort(self, reason: str) -> Event:
         """End a run that a guard stopped: one last call asks for the best answer so far.
 
-        If that call fails too, the turn still ends (stopped, with the error as its text):
+        If that call fails too, the run still ends (stopped, with the error as its text):
         a turn left open would make every later message of the session replay the failure.
         """
         while self.transcript.size > self.context_chars and self.transcript.elide_oldest():
@@ -288,40 +337,95 @@ class TurnRun:
             )
         )
 
+    # ------------------------------------------------------------------ events
+
+    async def emit(self, event: Event) -> Event:
+        """Stamp an event with its place in the session and make it durable."""
+        return (await self.record(event))[0]
+
+    async def record(self, *events: Event) -> tuple[Event, ...]:
+        """Stamp events and make them durable together (one store transaction)."""
+        for event in events:
+            # plain dict update: pydantic's __setattr__ is a measurable part of a step's cost
+            event.__dict__.update(session=self.session, turn=self.turn, step=self.step, agent=self.agent, run=self.run)
+        await self.store.append(*events)
+        return events
+
+    # ------------------------------------------------------------------ after a crash
+
+    def replay(self, events: list[Event]) -> None:
+        """Rebuild the transcript and the guards from this run's stored events."""
+        actions: dict[int, list[ActionEvent]] = {}
+        for event in events:
+            if isinstance(event, ActionEvent):
+                actions.setdefault(event.step, []).append(event)
+        for event in events:
+            self.step = max(self.step, event.step)
+            if isinstance(event, QuestionEvent) and event.trace:
+                self.resumes.append(event.trace)
+            if isinstance(event, ThoughtEvent) and event.step in actions:
+                calls = [Call(a.call_id, a.tool, a.input) for a in actions[event.step]]
+                self.transcript.add_step(event.raw, event.text, calls)
+            elif isinstance(event, ErrorEvent) and event.kind == "format":
+                self.transcript.add_correction(event.raw, event.message)
+            elif isinstance(event, ObservationEvent):
+                self.transcript.add_observation(event.call_id, event.text, event.is_error)
+                action = next((a for a in actions.get(event.step, []) if a.call_id == event.call_id), None)
+                if action is not None and not event.interrupted:
+                    self._remember(action, event)
+
+    def _remember(self, action: ActionEvent, observation: ObservationEvent) -> None:
+        """Count a replayed call for the repeat guard (a refused repeat counts as one)."""
+        tool = self.tools.get(action.tool)
+        if tool is not None and tool.volatile:
+            return
+        arguments = action.input
+        if tool is not None:
+            with contextlib.suppress(ToolInputError):
+                arguments = tool.validate(action.input)
+        key = self.repeats.key(action.tool, arguments)
+        if self.repeats.previous(key) is None:
+            self.repeats.remember(key, observation.text)
+        else:
+            self.repeats.repeats += 1
+
     async def finish_interrupted(self, events: list[Event]) -> AsyncIterator[Event]:
         """After a crash: give every call that started but never returned its observation.
 
-        Idempotent tools run again; any other call is reported to the model as interrupted,
-        never silently re-run.
+        Idempotent tools run again; any other call is reported to the model as
+        interrupted (``ObservationEvent.interrupted``), never silently re-run.
         """
         answered = {e.call_id for e in events if isinstance(e, ObservationEvent)}
         asked = {e.call_id for e in events if isinstance(e, QuestionEvent)}
         replies = _unrecorded_replies(events, answered)
         for event in events:
-            if isinstance(event, ActionEvent) and event.call_id in replies:
+            if not isinstance(event, ActionEvent):
+                continue
+            call = Call(event.call_id, event.tool, event.input)
+            if call.call_id in replies:
                 # the user's answer is durable; only its observation was lost
                 self.step = max(self.step, event.step)
-                yield await self.observe(event.call_id, event.tool, replies[event.call_id], False)
-            elif isinstance(event, ActionEvent) and event.call_id not in answered | asked:
+                yield await self.observe(call, ToolResult(replies[call.call_id]))
+            elif call.call_id not in answered | asked:
                 self.step = event.step
-                tool = self.tools.get(event.tool)
-                if tool is not None and tool.idempotent:
-                    try:
-                        text, is_error, cut = await self.execute(event.call_id, event.tool, event.input)
-                    except PauseForUser as pause:
-                        # the question was never stored, so never seen: ask it now; the turn waits
-                        question = QuestionEvent(
-                            call_id=event.call_id, question=pause.question, trace=self.trace.traceparent
-                        )
-                        yield await self.emit(question)
-                        continue
-                    yield await self.observe(event.call_id, event.tool, text, is_error, cut)
-                else:
-                    yield await self.observe(event.call_id, event.tool, INTERRUPTED, True)
+                tool = self.tools.get(call.tool)
+                if tool is None or not tool.idempotent:
+                    yield await self.observe(call, ToolResult(INTERRUPTED, is_error=True), interrupted=True)
+                    continue
+                try:
+                    result = await self.execute(call)
+                except PauseForUser as pause:
+                    # the question was never stored, so never seen: ask it now; the run waits
+                    question = QuestionEvent(
+                        call_id=call.call_id, question=pause.question, trace=self.trace.traceparent
+                    )
+                    yield await self.emit(question)
+                    continue
+                yield await self.observe(call, result)
 
 
 def _unrecorded_replies(events: list[Event], answered: set[str]) -> dict[str, str]:
-    """Answers to ask_user questions whose observation was never recorded (call id → text)."""
+    """Answers to questions whose observation was never recorded (call id → text)."""
     replies: dict[str, str] = {}
     question: str | None = None
     for event in events:
@@ -330,35 +434,3 @@ def _unrecorded_replies(events: list[Event], answered: set[str]) -> dict[str, st
         elif isinstance(event, UserEvent) and question is not None:
             replies[question], question = event.text, None
     return replies
-
-
-def replay(run: TurnRun, events: list[Event]) -> None:
-    """Rebuild a turn's transcript and guards from its stored events."""
-    actions: dict[int, list[ActionEvent]] = {}
-    for event in events:
-        if isinstance(event, ActionEvent):
-            actions.setdefault(event.step, []).append(event)
-    for event in events:
-        run.step = max(run.step, event.step)
-        if isinstance(event, QuestionEvent) and event.trace:
-            run.resumes.append(event.trace)
-        if isinstance(event, ThoughtEvent) and event.step in actions:
-            calls = [Call(a.call_id, a.tool, a.input) for a in actions[event.step]]
-            run.transcript.add_step(event.raw, event.text, calls)
-        elif isinstance(event, ErrorEvent) and event.kind == "format":
-            run.transcript.add_correction(event.raw, event.message)
-        elif isinstance(event, ObservationEvent):
-            run.transcript.add_observation(event.call_id, event.text, event.is_error)
-            action = next((a for a in actions.get(event.step, []) if a.call_id == event.call_id), None)
-            tool = run.tools.get(event.tool)
-            if action is None or event.text == INTERRUPTED or (tool is not None and tool.volatile):
-                continue
-            arguments: ToolInput = action.input
-            if tool is not None:
-                with contextlib.suppress(ToolInputError):
-                    arguments = tool.validate(action.input)
-            key = run.repeats.key(event.tool, arguments)
-            if run.repeats.previous(key) is None:
-                run.repeats.remember(key, event.text)
-            else:
-                run.repeats.repeats += 1  # this observation was a refused repeat

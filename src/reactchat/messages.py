@@ -5,10 +5,11 @@ Three families, all pydantic models with a ``Literal`` discriminator:
 * **messages** (``SystemMessage``, ``UserMessage``, ``AssistantMessage``,
   ``ToolResultMessage``): what a protocol sends to a model;
 * **replies** (``Reply`` with ``TextPart`` / ``ToolCallPart`` parts): what a model
-  sends back, with its ``stop_reason`` and ``usage`` (seed 001);
+  sends back, with its ``stop_reason`` and ``usage``;
 * **events** (``UserEvent``, ``ThoughtEvent``, ``ActionEvent``, ``ObservationEvent``,
   ``QuestionEvent``, ``AnswerEvent``, ``ErrorEvent``): what a run streams to callers
   *and* what a store persists. The state of a session is derived from its events.
+  ``DeltaEvent`` (streamed model text) is streamed only, never stored.
 
 ``EVENTS`` is the one JSON adapter for events (``EVENTS.validate_json(...)``,
 ``EVENTS.dump_json(...)``).
@@ -17,6 +18,7 @@ Three families, all pydantic models with a ``Literal`` discriminator:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
@@ -99,7 +101,7 @@ class Reply(_Model):
 
     @property
     def text(self) -> str:
-        """All text parts joined: the first part is not always text (seed 001)."""
+        """All text parts joined: a reply may start with a tool call, and a text part may follow it."""
         return "".join(p.text for p in self.parts if isinstance(p, TextPart))
 
     @property
@@ -185,6 +187,9 @@ class Request(_Model):
     react: ReactLabels | None = None
     react_tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int | None = None
+    #: where a streaming model sends its text as it comes (set by the engine when the
+    #: caller asked for deltas); not part of what is sent
+    on_delta: Callable[[str], Any] | None = Field(default=None, exclude=True, repr=False)
 
 
 # ------------------------------------------------------------------------ plans
@@ -210,9 +215,18 @@ def _now() -> float:
 class _Event(_Model):
     session: str = ""
     turn: int = 0
-    #: index of the model call within the turn that produced this event
+    #: index of the model call within the run that produced this event
     step: int = 0
     at: float = Field(default_factory=_now)
+    #: the event's place in the session's log (1, 2, 3…), set by the store when it is
+    #: appended; 0 until then and for events that are never stored (``DeltaEvent``)
+    seq: int = 0
+    #: the path of the agent that produced it: ``"boss"``, ``"boss/researcher"``
+    #: (``""`` in sessions stored before agents had names: the top-level agent)
+    agent: str = ""
+    #: which run of the turn produced it: ``""`` for the top-level run; a run started by a
+    #: tool call of another run is ``call_id`` (or ``PARENT_RUN/call_id`` deeper down)
+    run: str = ""
 
 
 class UserEvent(_Event):
@@ -252,15 +266,19 @@ class ObservationEvent(_Event):
     is_error: bool = False
     #: characters cut from the tool's output to keep the context small
     truncated: int = 0
+    #: the call was cut off by a crash and not run again, so its effect is unknown
+    interrupted: bool = False
     seconds: float = 0.0
 
 
 class QuestionEvent(_Event):
-    """The agent asks the user; the turn waits for the answer."""
+    """The turn waits for the user: a question (``ask_user``) or, for ``kind="approval"``,
+    whether the call ``call_id`` may run. The reply resumes the call it belongs to."""
 
     type: Literal["question"] = "question"
     call_id: str
     question: str
+    kind: Literal["question", "approval"] = "question"
     #: W3C traceparent of the traced run that asked, so that its resumption links to it
     trace: str = ""
 
@@ -268,15 +286,16 @@ class QuestionEvent(_Event):
 class AnswerEvent(_Event):
     """The final answer of a turn.
 
-    ``status`` is ``done`` for a normal answer and ``stopped`` when a guard ended the
-    run (``best_effort`` then says the answer was asked for from what was observed).
+    ``status`` is ``done`` for a normal answer, ``stopped`` when a guard ended the run
+    (``best_effort`` then says the answer was asked for from what was observed) and
+    ``cancelled`` when the caller cancelled it (``text`` is what it had by then).
     """
 
     type: Literal["answer"] = "answer"
     text: str
     #: the reasoning the model wrote before its final answer
     thought: str = ""
-    status: Literal["done", "stopped"] = "done"
+    status: Literal["done", "stopped", "cancelled"] = "done"
     reason: str = ""
     best_effort: bool = False
     seconds: float = 0.0
@@ -295,12 +314,37 @@ class ErrorEvent(_Event):
     usage: Usage | None = None
 
 
+class DeltaEvent(_Event):
+    """Text a streaming model is writing, before it becomes a step: shown live, never stored.
+
+    Only ``Agent.stream(..., deltas=True)`` yields these; the step's events replace them.
+    """
+
+    type: Literal["delta"] = "delta"
+    text: str
+
+
 Event = Annotated[
-    UserEvent | ThoughtEvent | ActionEvent | ObservationEvent | QuestionEvent | AnswerEvent | ErrorEvent,
+    UserEvent | ThoughtEvent | ActionEvent | ObservationEvent | QuestionEvent | AnswerEvent | ErrorEvent | DeltaEvent,
     Field(discriminator="type"),
 ]
 
 _ADAPTERS: dict[str, Any] = {}
+_NOT_STORED = {"seq"}
+
+
+def stored_json(event: Event) -> bytes:
+    """The event as a store keeps it: its JSON without ``seq``, which is its place in the log."""
+    adapter: TypeAdapter[Event] = __getattr__("EVENTS")
+    return adapter.dump_json(event, exclude=_NOT_STORED)
+
+
+def stored_event(seq: int, body: str | bytes) -> Event:
+    """An event read back from a store: its JSON, and its place in the session's log."""
+    adapter: TypeAdapter[Event] = __getattr__("EVENTS")
+    event = adapter.validate_json(body)
+    event.__dict__["seq"] = seq
+    return event
 
 
 def __getattr__(name: str) -> Any:

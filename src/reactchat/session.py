@@ -1,4 +1,9 @@
-"""The state of a session, derived from its events, and the result of a run."""
+"""The state of a session, derived from its events, and the result of a run.
+
+``Outcome`` is the one place that says how a turn stands (done, stopped, cancelled,
+waiting on a ``Pending`` item, or interrupted): the stored view (``Turn``), a running
+``Run`` and the HTTP server all fold events through it.
+"""
 
 from __future__ import annotations
 
@@ -18,7 +23,85 @@ from reactchat.messages import (
     UserEvent,
 )
 
-Status = Literal["done", "waiting", "stopped"]
+#: how a run ended, as ``RunResult.status`` says it
+Status = Literal["done", "waiting", "stopped", "cancelled"]
+#: how a turn stands: ``interrupted`` means it neither finished nor waits (a crash, a model error)
+TurnStatus = Literal["done", "waiting", "stopped", "cancelled", "interrupted"]
+
+
+@dataclass(frozen=True)
+class Pending:
+    """What a waiting session waits for: exactly one item, at whatever depth it was asked.
+
+    ``kind`` is ``question`` (an ask_user question: the reply is the call's observation)
+    or ``approval`` (whether call ``call_id`` of ``tool`` with ``input`` may run).
+    ``run`` and ``agent`` say which run asked it (``""`` and the agent's name at the top).
+    """
+
+    kind: Literal["question", "approval"]
+    call_id: str
+    question: str
+    tool: str
+    input: ToolInput
+    run: str = ""
+    agent: str = ""
+    step: int = 0
+
+
+class Outcome:
+    """How a turn stands, folded from its events in order (``add``).
+
+    The rules: the top-level run's final answer ends the turn (``done``, ``stopped`` or
+    ``cancelled``); a question or approval request that has no observation yet, and no
+    user reply after it, is the pending item (``waiting``); a turn with neither is
+    ``interrupted``. A user reply whose observation was not recorded (the process stopped
+    in between) leaves the turn interrupted, not waiting: it is finished on the next run.
+    """
+
+    __slots__ = ("_actions", "answer", "pending")
+
+    def __init__(self) -> None:
+        self.answer: AnswerEvent | None = None
+        self.pending: Pending | None = None
+        self._actions: dict[tuple[str, str], ActionEvent] = {}
+
+    def add(self, event: Event) -> None:
+        """Fold one more event of the turn."""
+        if isinstance(event, ActionEvent):
+            self._actions[event.run, event.call_id] = event
+        elif isinstance(event, ObservationEvent):
+            pending = self.pending
+            if pending is not None and pending.call_id == event.call_id and pending.run == event.run:
+                self.pending = None
+        elif isinstance(event, QuestionEvent):
+            action = self._actions.get((event.run, event.call_id))
+            self.pending = Pending(
+                kind=event.kind,
+                call_id=event.call_id,
+                question=event.question,
+                tool=action.tool if action else "ask_user",
+                input=action.input if action else {},
+                run=event.run,
+                agent=event.agent,
+                step=event.step,
+            )
+        elif isinstance(event, UserEvent):
+            self.pending = None  # a reply: the pending item is answered
+        elif isinstance(event, AnswerEvent) and not event.run:
+            self.answer, self.pending = event, None
+
+    def copy(self) -> Outcome:
+        """An independent copy, to fold more events into."""
+        other = Outcome()
+        other.answer, other.pending, other._actions = self.answer, self.pending, dict(self._actions)
+        return other
+
+    @property
+    def status(self) -> TurnStatus:
+        """``done``, ``stopped``, ``cancelled``, ``waiting`` or ``interrupted``."""
+        if self.answer is not None:
+            return self.answer.status
+        return "waiting" if self.pending is not None else "interrupted"
 
 
 @dataclass
@@ -26,7 +109,7 @@ class Step:
     """One step of a turn as a user sees it.
 
     ``kind`` is ``action`` (``tool``, ``input``, ``observation`` set), ``final`` (the
-    answer; ``tool`` is None), ``question`` (an ask_user call waiting for the user) or
+    answer; ``tool`` is None), ``question`` (a call waiting for the user) or
     ``format_error`` (the model's output could not be read; ``observation`` holds the
     correction it was sent).
     """
@@ -42,53 +125,43 @@ class Step:
 
 @dataclass
 class Turn:
-    """One user question and everything the agent did for it."""
+    """One user message and everything the agent did for it (sub-agents included)."""
 
     index: int
     question: str
     events: list[Event] = field(default_factory=list)
 
     @property
+    def outcome(self) -> Outcome:
+        """How the turn stands (see ``Outcome``)."""
+        outcome = Outcome()
+        for event in self.events:
+            outcome.add(event)
+        return outcome
+
+    @property
     def answer(self) -> AnswerEvent | None:
         """The final answer event, once the turn is over."""
-        last = self.events[-1] if self.events else None
-        return last if isinstance(last, AnswerEvent) else None
+        return self.outcome.answer
 
     @property
-    def pending(self) -> tuple[QuestionEvent, ActionEvent] | None:
-        """The unanswered ask_user question and its call, if the turn waits for one."""
-        if self.answer is not None:
-            return None
-        answered = {e.call_id for e in self.events if isinstance(e, ObservationEvent)}
-        actions = {e.call_id: e for e in self.events if isinstance(e, ActionEvent)}
-        for event in reversed(self.events):
-            if isinstance(event, UserEvent) and event is not self.events[0]:
-                return None  # answered, but the process stopped before the observation: interrupted
-            if isinstance(event, QuestionEvent) and event.call_id not in answered:
-                return event, actions[event.call_id]
-        return None
+    def pending(self) -> Pending | None:
+        """The item the turn waits for, if it waits."""
+        return self.outcome.pending
 
     @property
-    def status(self) -> Literal["done", "stopped", "waiting", "interrupted"]:
-        """``interrupted`` means the turn neither finished nor waits: a crash or a model error."""
-        answer = self.answer
-        if answer is not None:
-            return answer.status
-        return "waiting" if self.pending else "interrupted"
+    def status(self) -> TurnStatus:
+        """``done``, ``stopped``, ``cancelled``, ``waiting`` or ``interrupted``."""
+        return self.outcome.status
 
     def steps(self) -> list[Step]:
-        """The steps of this turn, in order."""
+        """The steps of the top-level run of this turn, in order."""
         return steps_of(self.events)
 
     @property
     def usage(self) -> Usage:
-        """Tokens used by every model call of this turn."""
-        total = Usage()
-        for event in self.events:
-            usage = getattr(event, "usage", None)
-            if usage is not None:
-                total = total + usage
-        return total
+        """Tokens used by every model call of this turn, sub-agents included."""
+        return usage_of(self.events)
 
 
 @dataclass
@@ -117,22 +190,35 @@ class SessionState:
         """The most recent turn."""
         return self.turns[-1] if self.turns else None
 
-    def history(self) -> list[tuple[str, str]]:
-        """Earlier questions and final answers, without their scratchpads (seed 002)."""
-        pairs = []
-        for turn in self.turns:
+    def history(self, before: int | None = None, budget: int | None = None) -> list[tuple[str, str]]:
+        """Earlier questions and their final answers, without the steps in between.
+
+        Only turns before turn ``before`` count; with a ``budget`` in characters, the
+        newest turns that fit it are kept, whole (the oldest go first).
+        """
+        kept: list[tuple[str, str]] = []
+        for turn in reversed(self.turns):
             answer = turn.answer
-            if answer is not None:
-                pairs.append((turn.question, answer.text))
-        return pairs
+            if answer is None or (before is not None and turn.index >= before):
+                continue
+            if budget is not None:
+                cost = len(turn.question) + len(answer.text)
+                if cost > budget:
+                    break
+                budget -= cost
+            kept.append((turn.question, answer.text))
+        kept.reverse()
+        return kept
 
 
-def steps_of(events: list[Event]) -> list[Step]:
-    """Steps from the events of one turn."""
+def steps_of(events: list[Event], run: str = "") -> list[Step]:
+    """The steps of one run (the top-level one unless ``run`` is given) from a turn's events."""
     steps: list[Step] = []
     thoughts: dict[int, str] = {}
     by_call: dict[str, Step] = {}
     for event in events:
+        if event.run != run:
+            continue
         if isinstance(event, ThoughtEvent):
             thoughts[event.step] = event.text
         elif isinstance(event, ActionEvent):
@@ -153,21 +239,54 @@ def steps_of(events: list[Event]) -> list[Step]:
     return steps
 
 
+def usage_of(events: list[Event]) -> Usage:
+    """Tokens used by the model calls among ``events``."""
+    total = Usage()
+    for event in events:
+        usage = getattr(event, "usage", None)
+        if usage is not None:
+            total = total + usage
+    return total
+
+
 @dataclass
 class RunResult:
-    """What ``Agent.run`` returns: the answer, or the question the agent is waiting on."""
+    """What ``Agent.run`` returns: the answer, or the item the agent is waiting on."""
 
     answer: str | None
     status: Status
     session: str
     turn: int
     steps: list[Step]
-    #: the pending ask_user question when ``status == "waiting"``
+    #: the pending question (or approval request) when ``status == "waiting"``
     question: str | None = None
     #: why a stopped run stopped (``max_steps``, ``repeated_action``, ``context``)
     reason: str = ""
     events: list[Event] = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
+    #: what the session waits for when ``status == "waiting"`` (the reply's ``reply_to`` is its ``call_id``)
+    pending: Pending | None = None
+
+    @classmethod
+    def of(cls, session: str, turn: int, events: list[Event], outcome: Outcome) -> RunResult | None:
+        """The result of a run whose turn has ``events`` and stands at ``outcome``;
+        None while the turn is interrupted (it has no result yet)."""
+        status = outcome.status
+        if status == "interrupted":
+            return None
+        answer, pending = outcome.answer, outcome.pending
+        return cls(
+            answer=answer.text if answer else None,
+            status=status,
+            session=session,
+            turn=turn,
+            steps=steps_of(events),
+            question=pending.question if pending else None,
+            reason=answer.reason if answer else "",
+            events=events,
+            usage=usage_of(events),
+            pending=pending,
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready view (for ``reactchat ask --json`` and the HTTP API)."""
@@ -177,6 +296,7 @@ class RunResult:
             "status": self.status,
             "answer": self.answer,
             "question": self.question,
+            "reply_to": self.pending.call_id if self.pending else None,
             "reason": self.reason,
             "steps": [step.__dict__ for step in self.steps],
             "usage": self.usage.model_dump(),

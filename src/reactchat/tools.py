@@ -45,6 +45,10 @@ class RunContext:
     deps: Any = None
     #: extra per-session services (e.g. the file knowledge base), by name
     services: dict[str, Any] = field(default_factory=dict)
+    #: the path of the agent making the call (``"boss"``, ``"boss/researcher"``)
+    agent: str = ""
+    #: the run making the call (``""`` for a turn's top-level run; see ``reactchat.run``)
+    run: str = ""
 
 
 class PauseForUser(Exception):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from reactchat.knowledge._chunk import Chunk
+from reactchat.store._migrations import Database, Schema, migrate
 
 
 @dataclass
@@ -108,20 +109,25 @@ def open_index(url: str) -> Index:
     raise ValueError(f"no knowledge base for store URL {url!r}: use memory:, sqlite:///path.db or postgresql://...")
 
 
-_SQLITE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS kb_files (
+#: the knowledge base's tables in SQLite, version by version (``IF NOT EXISTS``: databases
+#: made before the tables were versioned have them without a record)
+SQLITE_SCHEMA = Schema("kb")
+SQLITE_SCHEMA.add(
+    1,
+    "kb001_files_chunks",
+    """CREATE TABLE IF NOT EXISTS kb_files (
     id TEXT PRIMARY KEY, session TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
     size INTEGER NOT NULL, pages INTEGER, chunks INTEGER NOT NULL, retention INTEGER NOT NULL,
-    rounds INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL, data BLOB NOT NULL);
-CREATE INDEX IF NOT EXISTS kb_files_session ON kb_files(session);
-CREATE TABLE IF NOT EXISTS kb_chunks (
+    rounds INTEGER NOT NULL DEFAULT 0, created REAL NOT NULL, data BLOB NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS kb_files_session ON kb_files(session)",
+    """CREATE TABLE IF NOT EXISTS kb_chunks (
     id INTEGER PRIMARY KEY, file_id TEXT NOT NULL, session TEXT NOT NULL, ord INTEGER NOT NULL,
-    text TEXT NOT NULL, page INTEGER, heading TEXT NOT NULL, span TEXT NOT NULL, vector BLOB);
-CREATE INDEX IF NOT EXISTS kb_chunks_file ON kb_chunks(file_id);
-CREATE INDEX IF NOT EXISTS kb_chunks_session ON kb_chunks(session);
-CREATE VIRTUAL TABLE IF NOT EXISTS kb_fts USING fts5(
-    text, heading, tokenize = 'porter unicode61 remove_diacritics 2');
-"""
+    text TEXT NOT NULL, page INTEGER, heading TEXT NOT NULL, span TEXT NOT NULL, vector BLOB)""",
+    "CREATE INDEX IF NOT EXISTS kb_chunks_file ON kb_chunks(file_id)",
+    "CREATE INDEX IF NOT EXISTS kb_chunks_session ON kb_chunks(session)",
+    """CREATE VIRTUAL TABLE IF NOT EXISTS kb_fts USING fts5(
+    text, heading, tokenize = 'porter unicode61 remove_diacritics 2')""",
+)
 
 #: chunks written per transaction (each holds SQLite's write lock for about 10 ms), and the pause
 #: after each, in seconds
@@ -149,9 +155,7 @@ class SQLiteIndex:
             self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA busy_timeout=30000")
         with self.write() as db:
-            for statement in _SQLITE_SCHEMA.split(";"):
-                if statement.strip():
-                    db.execute(statement)
+            migrate(Database(db, "sqlite"), SQLITE_SCHEMA)
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:

@@ -14,8 +14,14 @@ from typing import Any
 
 from reactchat.knowledge._chunk import Chunk
 from reactchat.knowledge._index import _FILE_COLUMNS, ChunkRow, FileRow, _file_values
+from reactchat.store._migrations import Database, Schema, migrate
 
-_SCHEMA = [
+#: the knowledge base's tables in PostgreSQL, version by version (``IF NOT EXISTS``:
+#: databases made before the tables were versioned have them without a record)
+SCHEMA = Schema("kb")
+SCHEMA.add(
+    1,
+    "kb001_files_chunks",
     """CREATE TABLE IF NOT EXISTS kb_files (
         id TEXT PRIMARY KEY, session TEXT NOT NULL, name TEXT NOT NULL, kind TEXT NOT NULL,
         size BIGINT NOT NULL, pages INTEGER, chunks INTEGER NOT NULL, retention INTEGER NOT NULL,
@@ -31,7 +37,7 @@ _SCHEMA = [
     "CREATE INDEX IF NOT EXISTS kb_chunks_file ON kb_chunks(file_id)",
     "CREATE INDEX IF NOT EXISTS kb_chunks_session ON kb_chunks(session)",
     "CREATE INDEX IF NOT EXISTS kb_chunks_tsv ON kb_chunks USING GIN (tsv)",
-]
+)
 
 
 class PostgresIndex:
@@ -47,10 +53,10 @@ class PostgresIndex:
         self._connect: Callable[[], Any] = lambda: psycopg.connect(url, autocommit=True)
         self.db: Any = self._connect()
         with self.write() as cur:
-            # CREATE ... IF NOT EXISTS still races between workers starting at once
-            cur.execute("SELECT pg_advisory_xact_lock(hashtext('reactchat.kb_schema'))")
-            for statement in _SCHEMA:
-                cur.execute(statement)
+            # workers starting at once wait for each other
+            migrate(
+                Database(cur, "postgres"), SCHEMA, lock="SELECT pg_advisory_xact_lock(hashtext('reactchat.kb_schema'))"
+            )
 
     def _live(self) -> Any:
         # a server restart breaks the connection: the next call opens a new one

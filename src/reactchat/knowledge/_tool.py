@@ -90,19 +90,12 @@ def attach(
     """
     base = kb or KnowledgeBase.for_store(agent.store, **options)
     budget = max(300, min(DEFAULT_BUDGET, agent.max_observation_chars - 200))
-    previous_tools = agent.session_tools
-    previous_end = agent.on_turn_end
 
     async def session_tools(session: str, store: Store) -> list[Tool]:
-        tools = list(await previous_tools(session, store)) if previous_tools else []
         files = await base.files(session)
-        if files:
-            tools.append(search_files_tool(base, k=k, budget=budget, files=files))
-        return tools
+        return [search_files_tool(base, k=k, budget=budget, files=files)] if files else []
 
     async def on_turn_end(session: str, store: Store, status: str) -> None:
-        if previous_end is not None:
-            await previous_end(session, store, status)
         try:
             await base.end_round(session)
         except Exception:
@@ -110,7 +103,7 @@ def attach(
             # the files then live one round longer, and the operator sees why in the log
             log.exception("could not count the round of session %s for its uploaded files", session)
 
-    agent.session_tools = session_tools
-    agent.on_turn_end = on_turn_end
+    agent.hooks.session_tools.append(session_tools)
+    agent.hooks.turn_end.append(on_turn_end)
     agent.services[SERVICE] = base
     return base

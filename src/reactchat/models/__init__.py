@@ -1,8 +1,8 @@
 """Models: the ``Model`` protocol, ``ScriptedModel`` and the spec-string registry.
 
 A provider adapter is one file with one required async method, ``complete``.
-Capabilities are attributes: ``supports_tools`` (native tool calling) and
-``supports_grammar`` (the model constrains text ReAct steps itself).
+What a model can do is said by attributes: ``supports_tools`` (native tool calling)
+and ``context_tokens`` (its context window, when known).
 """
 
 from __future__ import annotations

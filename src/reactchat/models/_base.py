@@ -28,10 +28,11 @@ class Model(Protocol):
 
     #: a short name for traces and the HTTP API
     name: str
-    #: the model accepts ``Request.tools`` and answers with tool calls
+    #: the model accepts ``Request.tools`` and answers with tool calls (``protocol="native"``
+    #: needs it)
     supports_tools: bool
-    #: the model constrains text ReAct steps to the ``Request.react`` grammar itself
-    supports_grammar: bool
+    #: the model's context window in tokens, when known (the agent keeps prompts within it)
+    context_tokens: int | None
 
     async def complete(self, request: Request) -> Reply:
         """Answer one request."""

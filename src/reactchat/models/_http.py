@@ -14,8 +14,8 @@ import asyncio
 import inspect
 import json
 import random
-from collections.abc import AsyncGenerator, Awaitable, Callable
-from contextvars import ContextVar
+import weakref
+from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -206,9 +206,10 @@ def parse_arguments(raw: str) -> ToolInput:
 class ClientPerLoop:
     """One SDK client per event loop, closed when that loop shuts down.
 
-    An SDK client's connection pool belongs to the loop it was used in, and
-    ``Agent.run`` runs each turn in a new loop (``asyncio.run``). The client is closed
-    from inside its own loop by an async generator that ``asyncio.run`` (and
+    An SDK client's connection pool belongs to the loop it was used in, and a model
+    object may serve several loops. The client is closed from inside its own loop: by
+    ``close_clients`` (``Agent.run`` calls it before it returns, as ``asyncio.run``'s
+    shutdown would), by ``aclose``, or by an async generator that ``asyncio.run`` (and
     ``asyncio.Runner``) finalize at shutdown, so no connection is left open.
     """
 
@@ -225,6 +226,7 @@ class ClientPerLoop:
             self._client, self._loop = self._factory(), loop
             self._closer = _close_at_shutdown(self._client)
             await self._closer.__anext__()
+            _OPEN.add(self)
         return self._client
 
     async def aclose(self) -> None:
@@ -232,6 +234,17 @@ class ClientPerLoop:
         if self._closer is not None and self._loop is asyncio.get_running_loop():
             await self._closer.aclose()
         self._client = self._loop = self._closer = None
+        _OPEN.discard(self)
+
+
+_OPEN: weakref.WeakSet[ClientPerLoop] = weakref.WeakSet()
+
+
+async def close_clients() -> None:
+    """Close every SDK client opened in the running loop (they reopen on next use)."""
+    loop = asyncio.get_running_loop()
+    for client in [c for c in _OPEN if c._loop is loop]:
+        await client.aclose()
 
 
 async def _close_at_shutdown(client: Any) -> AsyncGenerator[None, None]:
@@ -243,21 +256,20 @@ async def _close_at_shutdown(client: Any) -> AsyncGenerator[None, None]:
 
 DeltaCallback = Callable[[str], Any]
 
-#: a per-task text-delta callback, for callers that share one model object between
-#: sessions (an HTTP server): ``token = DELTAS.set(callback)`` around a turn, then
-#: ``DELTAS.reset(token)``. It is called in addition to the model's own ``on_delta``.
-DELTAS: ContextVar[DeltaCallback | None] = ContextVar("reactchat_deltas", default=None)
+
+def delta_sinks(*callbacks: DeltaCallback | None) -> list[DeltaCallback]:
+    """Where a call's text deltas go: the model's own ``on_delta`` and the request's."""
+    return [callback for callback in callbacks if callback is not None]
 
 
-async def emit_delta(on_delta: DeltaCallback | None, text: str) -> None:
-    """Pass a streamed text delta to the model's callback and the task's (``DELTAS``)."""
+async def emit_delta(text: str, sinks: Sequence[DeltaCallback]) -> None:
+    """Pass a streamed text delta to each sink (sync or async callbacks)."""
     if not text:
         return
-    for callback in (on_delta, DELTAS.get()):
-        if callback is not None:
-            result = callback(text)
-            if inspect.isawaitable(result):
-                await result
+    for callback in sinks:
+        result = callback(text)
+        if inspect.isawaitable(result):
+            await result
 
 
 def spec_options(rest: str) -> tuple[str, dict[str, str]]:

@@ -23,7 +23,7 @@ class ScriptedModel:
     """
 
     supports_tools = True
-    supports_grammar = False
+    context_tokens: int | None = None
 
     def __init__(
         self,

@@ -46,6 +46,7 @@ from reactchat.models._http import (
     Endpoint,
     RetryPolicy,
     call_with_retries,
+    delta_sinks,
     emit_delta,
     option_value,
     parse_arguments,
@@ -94,7 +95,6 @@ class AnthropicModel:
     """A Claude model behind the Anthropic Messages API."""
 
     supports_tools = True
-    supports_grammar = False
 
     def __init__(
         self,
@@ -180,7 +180,8 @@ class AnthropicModel:
             else:
                 prefill = scratchpad.rstrip()  # the API rejects a prefill ending in whitespace
         params = self._params(request, messages, prefill)
-        return await call_with_retries(lambda: self._call(params), self._endpoint, self.policy)
+        sinks = delta_sinks(self.on_delta, request.on_delta)
+        return await call_with_retries(lambda: self._call(params, sinks), self._endpoint, self.policy)
 
     def _params(self, request: Request, messages: list[Message], prefill: str | None) -> dict[str, Any]:
         system = "\n\n".join(m.content for m in messages if isinstance(m, SystemMessage))
@@ -204,13 +205,13 @@ class AnthropicModel:
             params["temperature"] = self.temperature
         return params
 
-    async def _call(self, params: dict[str, Any]) -> Reply:
+    async def _call(self, params: dict[str, Any], sinks: list[DeltaCallback]) -> Reply:
         client = await self._clients.get()
         if not self.stream:
             return _reply(await client.messages.create(**params))
-        return await self._streamed(await client.messages.create(**params, stream=True))
+        return await self._streamed(await client.messages.create(**params, stream=True), sinks)
 
-    async def _streamed(self, stream: Any) -> Reply:
+    async def _streamed(self, stream: Any, sinks: list[DeltaCallback]) -> Reply:
         """Assemble the stream's events into a reply, passing text deltas on as they come."""
         blocks: dict[int, dict[str, Any]] = {}
         stop: str | None = None
@@ -236,7 +237,7 @@ class AnthropicModel:
                     if delta.type == "text_delta":
                         slot["text"] += delta.text
                         shown += len(delta.text)
-                        await emit_delta(self.on_delta, delta.text)
+                        await emit_delta(delta.text, sinks)
                     elif delta.type == "input_json_delta":
                         slot["json"] += delta.partial_json
                 elif kind == "message_delta":

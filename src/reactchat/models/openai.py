@@ -48,6 +48,7 @@ from reactchat.models._http import (
     Endpoint,
     RetryPolicy,
     call_with_retries,
+    delta_sinks,
     emit_delta,
     option_value,
     parse_arguments,
@@ -82,7 +83,6 @@ class OpenAIModel:
     """A chat model behind an OpenAI-compatible ``/chat/completions`` endpoint."""
 
     supports_tools = True
-    supports_grammar = False
 
     def __init__(
         self,
@@ -157,7 +157,8 @@ class OpenAIModel:
             else:
                 messages = prefill_as_user(messages, scratchpad)
         params = self._params(request, messages)
-        reply = await call_with_retries(lambda: self._call(params), self._endpoint, self.policy)
+        sinks = delta_sinks(self.on_delta, request.on_delta)
+        reply = await call_with_retries(lambda: self._call(params, sinks), self._endpoint, self.policy)
         if scratchpad is None:
             return reply
         text, cut = cut_at_stop(continuation(reply.text, scratchpad), request.stop)
@@ -188,7 +189,7 @@ class OpenAIModel:
             params["extra_body"] = self.extra_body
         return params
 
-    async def _call(self, params: dict[str, Any]) -> Reply:
+    async def _call(self, params: dict[str, Any], sinks: list[DeltaCallback]) -> Reply:
         sent = dict(params)
         for name, replacement in self._rejected.items():
             value = sent.pop(name, None)
@@ -196,11 +197,11 @@ class OpenAIModel:
                 sent[replacement] = value
         try:
             if sent.get("stream"):
-                return await self._streamed(sent)
+                return await self._streamed(sent, sinks)
             response = await (await self._clients.get()).chat.completions.create(**sent)
         except _sdk().BadRequestError as exc:
             if self._learn_rejection(exc, sent):
-                return await self._call(params)
+                return await self._call(params, sinks)
             raise
         return _reply(response)
 
@@ -216,7 +217,7 @@ class OpenAIModel:
                 return True
         return False
 
-    async def _streamed(self, params: dict[str, Any]) -> Reply:
+    async def _streamed(self, params: dict[str, Any], sinks: list[DeltaCallback]) -> Reply:
         stream = await (await self._clients.get()).chat.completions.create(**params)
         text: list[str] = []
         calls: dict[int, dict[str, str]] = {}
@@ -227,7 +228,7 @@ class OpenAIModel:
                 usage = self._chunk(chunk, text, calls) or usage
                 finish = next((c.finish_reason for c in chunk.choices or [] if c.finish_reason), finish)
                 if chunk.choices and chunk.choices[0].delta is not None and chunk.choices[0].delta.content:
-                    await emit_delta(self.on_delta, chunk.choices[0].delta.content)
+                    await emit_delta(chunk.choices[0].delta.content, sinks)
         except Exception as exc:
             if text:  # the caller has seen deltas: a retry would show them twice
                 raise ModelError(f"the stream broke after {len(''.join(text))} characters: {exc}") from exc

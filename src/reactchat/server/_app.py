@@ -349,7 +349,7 @@ async def session_view(server: Server, session: str) -> dict[str, Any]:
     return {
         "session": session,
         "status": status,
-        "pending": {"question": pending[0].question, "reply_to": pending[0].call_id} if pending else None,
+        "pending": {"question": pending.question, "reply_to": pending.call_id} if pending else None,
         "turns": [turn_view(turn) for turn in state.turns],
         "history": state.history(),
         "files": await server.files.list(session) if server.files is not None else [],

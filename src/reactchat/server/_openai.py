@@ -246,8 +246,8 @@ async def _derive_session(caller: Caller, body: ChatRequest, talk: list[ChatMess
                     break
                 last = SessionState.from_events(candidate, await store.events(candidate)).last
                 pending = last.pending if last else None
-                if pending is not None and pending[0].question.strip() == asked.strip():
-                    return candidate, pending[0].call_id
+                if pending is not None and pending.question.strip() == asked.strip():
+                    return candidate, pending.call_id
             end -= 2  # an earlier question of the same turn: …, user U, assistant Q1, user A1, assistant Q2
             if end < 1 or talk[end].role != "assistant":
                 break

@@ -16,10 +16,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from reactchat.agent import Agent
-from reactchat.messages import ErrorEvent, Event
+from reactchat.messages import DeltaEvent, ErrorEvent, Event
 from reactchat.models import ModelError
-from reactchat.models._http import DELTAS
-from reactchat.session import Turn
+from reactchat.session import Outcome
 from reactchat.usage import total
 
 log = logging.getLogger("reactchat.server")
@@ -114,7 +113,7 @@ class Turns:
     async def start(self, agent: Agent, session: str, message: str, reply_to: str | None) -> TurnFeed:
         """Start a turn. ``SessionBusy``, ``SessionNotFound`` and ``AlreadyAnswered`` raise
         here, before anything is recorded, so the request can answer with a clear status."""
-        stream = agent.stream(message, session, reply_to=reply_to)
+        stream = aiter(agent.turn(message, session, reply_to=reply_to, deltas=True))
         first = await anext(stream)
         feed = TurnFeed(session)
         feed.put(first)
@@ -143,11 +142,12 @@ class Turns:
 
 
 async def _pump(stream: AsyncIterator[Event], feed: TurnFeed) -> None:
-    # models that stream (openai:, anthropic:) send their text deltas to this task's feed
-    DELTAS.set(feed.delta)
     try:
         async for event in stream:
-            feed.put(event)
+            if isinstance(event, DeltaEvent):
+                feed.delta(event.text)
+            else:
+                feed.put(event)
     except Exception as exc:
         log.exception("turn of session %s failed", feed.session)
         feed.put(exc)
@@ -167,17 +167,20 @@ def failure_event(session: str, exc: BaseException) -> ErrorEvent:
 def summary(session: str, events: list[Event], failed: bool = False) -> dict[str, Any]:
     """How a turn ended: ``status`` (done, waiting, stopped, interrupted), answer, question, usage."""
     last = events[-1].turn if events else 0
-    turn = Turn(last, "", [e for e in events if e.turn == last])
-    answer, pending = turn.answer, turn.pending
+    outcome = Outcome()
+    for event in events:
+        if event.turn == last:
+            outcome.add(event)
+    answer, pending = outcome.answer, outcome.pending
     return {
         "session": session,
         "turn": last,
-        "status": "interrupted" if failed or not events else turn.status,
+        "status": "interrupted" if failed or not events else outcome.status,
         "answer": answer.text if answer else None,
         "reason": answer.reason if answer else "",
-        "question": pending[0].question if pending else None,
-        "reply_to": pending[0].call_id if pending else None,
-        "usage": total(turn.events).to_dict(),
+        "question": pending.question if pending else None,
+        "reply_to": pending.call_id if pending else None,
+        "usage": total([e for e in events if e.turn == last]).to_dict(),
     }
 
 

@@ -40,9 +40,11 @@ class MemoryStore:
         """Keep events."""
         for event in events:
             try:
-                self._events[event.session].append(event)
+                log = self._events[event.session]
             except KeyError:
                 raise SessionNotFound(event.session) from None
+            log.append(event)
+            event.__dict__["seq"] = len(log)
 
     async def try_lock(self, session_id: str, owner: str, ttl: float) -> bool:
         """Take the session's turn lock unless another owner holds a live one."""

@@ -4,8 +4,8 @@ URL: any libpq URL, ``postgresql://user@host:5432/db`` (``postgres://`` too). Ne
 ``postgres`` extra (``pip install 'reactchat[postgres]'``, psycopg 3), imported on first
 use only.
 
-Schema: the SQLite store's ``sessions`` and ``events`` (created by ``MIGRATIONS``,
-recorded in ``reactchat_migrations``; turn locks differ, see below); tables prefixed
+Schema: the SQLite store's ``sessions`` and ``events`` (created by the migrations of
+``SCHEMA``, recorded in ``reactchat_migrations``; turn locks differ, see below); tables prefixed
 ``kb_`` belong to the knowledge base::
 
     sessions(id TEXT PRIMARY KEY, created_at DOUBLE PRECISION)
@@ -41,8 +41,10 @@ import uuid
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from reactchat.messages import EVENTS, Event
+from reactchat.messages import Event, stored_event, stored_json
 from reactchat.store import SessionNotFound
+from reactchat.store import _migrations as migrations
+from reactchat.store._migrations import Schema, mark_interrupted
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -50,46 +52,41 @@ if TYPE_CHECKING:
 #: first key of every advisory lock this store takes ("rct" in ASCII), so that other
 #: users of advisory locks in the same database do not collide with session locks
 LOCK_SPACE = 0x726374
-#: serializes migrations between processes that start at the same time
-MIGRATION_LOCK = 0x72637400
 
-#: Schema changes, applied in order, each once: append, never edit.
-MIGRATIONS: list[tuple[str, list[str]]] = [
-    (
-        "m001_sessions_events",
-        [
-            "CREATE TABLE sessions (id TEXT PRIMARY KEY, created_at DOUBLE PRECISION NOT NULL)",
-            """CREATE TABLE events (
-                session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-                seq INTEGER NOT NULL,
-                turn INTEGER NOT NULL,
-                step INTEGER NOT NULL,
-                type TEXT NOT NULL,
-                at DOUBLE PRECISION NOT NULL,
-                body JSON NOT NULL,
-                PRIMARY KEY (session, seq)
-            )""",
-            "CREATE INDEX sessions_created ON sessions(created_at)",
-        ],
-    ),
-    (
-        # Reflexion's memory across sessions: reflections by task fingerprint (see reactchat.reflect)
-        "m002_reflections",
-        [
-            """CREATE TABLE reflections (
-                id BIGSERIAL PRIMARY KEY,
-                key TEXT NOT NULL,
-                at DOUBLE PRECISION NOT NULL,
-                text TEXT NOT NULL
-            )""",
-            "CREATE INDEX reflections_key_at ON reflections(key, at)",
-        ],
-    ),
-]
+#: the store's tables, version by version (see ``reactchat.store._migrations``)
+SCHEMA = Schema("events")
+SCHEMA.add(
+    1,
+    "m001_sessions_events",
+    "CREATE TABLE sessions (id TEXT PRIMARY KEY, created_at DOUBLE PRECISION NOT NULL)",
+    """CREATE TABLE events (
+        session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        turn INTEGER NOT NULL,
+        step INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        body JSON NOT NULL,
+        PRIMARY KEY (session, seq)
+    )""",
+    "CREATE INDEX sessions_created ON sessions(created_at)",
+)
+SCHEMA.add(
+    2,
+    "m002_reflections",  # Reflexion's memory across sessions: reflections by task fingerprint (reactchat.reflect)
+    """CREATE TABLE reflections (
+        id BIGSERIAL PRIMARY KEY,
+        key TEXT NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        text TEXT NOT NULL
+    )""",
+    "CREATE INDEX reflections_key_at ON reflections(key, at)",
+)
+SCHEMA.add(3, "m003_interrupted_field", mark_interrupted)
 
 _APPEND = """INSERT INTO events (session, seq, turn, step, type, at, body)
 SELECT %(session)s, COALESCE(MAX(seq), 0) + 1, %(turn)s, %(step)s, %(type)s, %(at)s, %(body)s
-FROM events WHERE session = %(session)s"""
+FROM events WHERE session = %(session)s RETURNING seq"""
 
 
 class PostgresStore:
@@ -139,7 +136,7 @@ class PostgresStore:
     async def _connect(self) -> AsyncConnection[Any]:
         conn = await _connect(self.url)
         if not self._migrated:
-            await migrate(conn)
+            await migrate(self.url)
             self._migrated = True
         return conn
 
@@ -209,12 +206,12 @@ class PostgresStore:
         """The session's events in order, after the first ``since``. Raises ``SessionNotFound``."""
         async with self._db() as db:
             cursor = await db.execute(
-                "SELECT body::text FROM events WHERE session = %s AND seq > %s ORDER BY seq", (session_id, since)
+                "SELECT seq, body::text FROM events WHERE session = %s AND seq > %s ORDER BY seq", (session_id, since)
             )
             rows = await cursor.fetchall()
         if not rows and not since and not await self.exists(session_id):
             raise SessionNotFound(session_id)
-        return [EVENTS.validate_json(body) for (body,) in rows]
+        return [stored_event(seq, body) for seq, body in rows]
 
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
@@ -227,7 +224,7 @@ class PostgresStore:
                 "step": e.step,
                 "type": e.type,
                 "at": e.at,
-                "body": EVENTS.dump_json(e).decode(),
+                "body": stored_json(e).decode(),
             }
             for e in events
         ]
@@ -235,11 +232,12 @@ class PostgresStore:
             try:
                 async with self._db() as db:
                     if len(rows) == 1:
-                        await db.execute(_APPEND, rows[0])
+                        seqs = [await _append(db, rows[0])]
                     else:
                         async with db.transaction():
-                            for row in rows:
-                                await db.execute(_APPEND, row)
+                            seqs = [await _append(db, row) for row in rows]
+                for event, seq in zip(events, seqs, strict=True):
+                    event.__dict__["seq"] = seq
                 return
             except errors.ForeignKeyViolation:
                 raise SessionNotFound(events[0].session) from None
@@ -299,6 +297,14 @@ class PostgresStore:
         await db.execute("SELECT pg_advisory_unlock(hashtextextended(%s, %s))", (session_id, LOCK_SPACE))
 
 
+async def _append(db: AsyncConnection[Any], row: dict[str, Any]) -> int:
+    """Insert one event row; its ``seq``."""
+    cursor = await db.execute(_APPEND, row)
+    found = await cursor.fetchone()
+    assert found is not None  # INSERT ... RETURNING returns the row it inserted
+    return int(found[0])
+
+
 async def _connect(url: str) -> AsyncConnection[Any]:
     try:
         import psycopg
@@ -311,21 +317,20 @@ async def _connect(url: str) -> AsyncConnection[Any]:
     return conn
 
 
-async def migrate(conn: AsyncConnection[Any]) -> None:
-    """Apply the migrations this database has not seen; concurrent starters wait for each other."""
-    async with conn.transaction():
-        await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-        await conn.execute(
-            "CREATE TABLE IF NOT EXISTS reactchat_migrations (name TEXT PRIMARY KEY, applied_at DOUBLE PRECISION)"
-        )
-        cursor = await conn.execute("SELECT name FROM reactchat_migrations")
-        done = {row[0] for row in await cursor.fetchall()}
-        for name, statements in MIGRATIONS:
-            if name in done:
-                continue
-            for statement in statements:
-                await conn.execute(statement)
-            await conn.execute("INSERT INTO reactchat_migrations VALUES (%s, %s)", (name, time.time()))
+async def migrate(url: str) -> None:
+    """Apply the migrations this database has not seen; concurrent starters wait for each other.
+
+    The runner is synchronous (one for every database), so it runs on a connection of
+    its own in a worker thread, once per store.
+    """
+
+    def run() -> None:
+        import psycopg
+
+        with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+            migrations.migrate(migrations.Database(conn, "postgres"), SCHEMA, lock=migrations.POSTGRES_LOCK)
+
+    await asyncio.to_thread(run)
 
 
 def _redact(url: str) -> str:

@@ -4,10 +4,10 @@ URL: ``sqlite:///relative/path.db`` or ``sqlite:////absolute/path.db`` (SQLAlche
 convention, so ``f"sqlite:///{path}"`` works for both), ``sqlite:///:memory:`` for a
 private in-memory database. Several processes may share one file.
 
-Schema (created by ``MIGRATIONS``; other components may add tables to the same file,
+Schema (created by the migrations of ``SCHEMA``; other components may add tables to the same file,
 prefixed ``kb_`` for the knowledge base, and must leave these alone)::
 
-    reactchat_migrations(name TEXT PRIMARY KEY, applied_at REAL)
+    reactchat_migrations(name TEXT PRIMARY KEY, applied_at REAL)   -- see store/_migrations.py
     sessions(id TEXT PRIMARY KEY, created_at REAL)
     events(session TEXT → sessions.id ON DELETE CASCADE, seq INTEGER,   -- 1, 2, 3… per session
            turn INTEGER, step INTEGER, type TEXT, at REAL,
@@ -37,51 +37,47 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
-from reactchat.messages import EVENTS, Event
+from reactchat.messages import Event, stored_event, stored_json
 from reactchat.store import SessionNotFound
-
-#: Schema changes, applied in order, each once (simonw/llm style): append, never edit.
-MIGRATIONS: list[Callable[[sqlite3.Connection], None]] = []
-migration = MIGRATIONS.append
+from reactchat.store import _migrations as migrations
+from reactchat.store._migrations import Schema, mark_interrupted
 
 BUSY_TIMEOUT_MS = 10_000
 
-
-@migration
-def m001_sessions_events_locks(db: sqlite3.Connection) -> None:
-    db.execute("CREATE TABLE sessions (id TEXT PRIMARY KEY, created_at REAL NOT NULL)")
-    db.execute(
-        """CREATE TABLE events (
-            session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-            seq INTEGER NOT NULL,
-            turn INTEGER NOT NULL,
-            step INTEGER NOT NULL,
-            type TEXT NOT NULL,
-            at REAL NOT NULL,
-            body TEXT NOT NULL,
-            PRIMARY KEY (session, seq)
-        ) WITHOUT ROWID"""
-    )
-    db.execute(
-        """CREATE TABLE session_locks (
-            session TEXT PRIMARY KEY,
-            owner TEXT NOT NULL,
-            host TEXT NOT NULL,
-            pid INTEGER NOT NULL,
-            expires REAL NOT NULL
-        )"""
-    )
-    db.execute("CREATE INDEX sessions_created ON sessions(created_at)")
-
-
-@migration
-def m002_reflections(db: sqlite3.Connection) -> None:
-    # Reflexion's memory across sessions: reflections by task fingerprint (see reactchat.reflect)
-    db.execute("CREATE TABLE reflections (key TEXT NOT NULL, at REAL NOT NULL, text TEXT NOT NULL)")
-    db.execute("CREATE INDEX reflections_key_at ON reflections(key, at)")
+#: the store's tables, version by version (see ``reactchat.store._migrations``)
+SCHEMA = Schema("events")
+SCHEMA.add(
+    1,
+    "m001_sessions_events_locks",
+    "CREATE TABLE sessions (id TEXT PRIMARY KEY, created_at REAL NOT NULL)",
+    """CREATE TABLE events (
+        session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL,
+        turn INTEGER NOT NULL,
+        step INTEGER NOT NULL,
+        type TEXT NOT NULL,
+        at REAL NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (session, seq)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE session_locks (
+        session TEXT PRIMARY KEY,
+        owner TEXT NOT NULL,
+        host TEXT NOT NULL,
+        pid INTEGER NOT NULL,
+        expires REAL NOT NULL
+    )""",
+    "CREATE INDEX sessions_created ON sessions(created_at)",
+)
+SCHEMA.add(
+    2,
+    "m002_reflections",  # Reflexion's memory across sessions: reflections by task fingerprint (reactchat.reflect)
+    "CREATE TABLE reflections (key TEXT NOT NULL, at REAL NOT NULL, text TEXT NOT NULL)",
+    "CREATE INDEX reflections_key_at ON reflections(key, at)",
+)
+SCHEMA.add(3, "m003_interrupted_field", mark_interrupted)
 
 
 class SqliteStore:
@@ -163,26 +159,28 @@ class SqliteStore:
     async def events(self, session_id: str, since: int = 0) -> list[Event]:
         """The session's events in order, after the first ``since``. Raises ``SessionNotFound``."""
         rows = self.db.execute(
-            "SELECT body FROM events WHERE session = ? AND seq > ? ORDER BY seq", (session_id, since)
+            "SELECT seq, body FROM events WHERE session = ? AND seq > ? ORDER BY seq", (session_id, since)
         ).fetchall()
         if not rows and not since and not await self.exists(session_id):
             raise SessionNotFound(session_id)
-        return [EVENTS.validate_json(body) for (body,) in rows]
+        return [stored_event(seq, body) for seq, body in rows]
 
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
         db = self.db
-        rows = [(e.session, e.turn, e.step, e.type, e.at, EVENTS.dump_json(e).decode()) for e in events]
+        rows = [(e.session, e.turn, e.step, e.type, e.at, stored_json(e).decode()) for e in events]
         try:
             if len(rows) > 1:
                 db.execute("BEGIN IMMEDIATE")
-            for row in rows:
+            for event, row in zip(events, rows, strict=True):
                 # one statement, so the next seq is computed under the write lock
-                db.execute(
+                (seq,) = db.execute(
                     """INSERT INTO events (session, seq, turn, step, type, at, body) VALUES
-                       (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session = ?1), ?2, ?3, ?4, ?5, ?6)""",
+                       (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session = ?1), ?2, ?3, ?4, ?5, ?6)
+                       RETURNING seq""",
                     row,
-                )
+                ).fetchone()
+                event.__dict__["seq"] = seq
             if db.in_transaction:
                 db.execute("COMMIT")
         except BaseException as exc:
@@ -273,14 +271,7 @@ def migrate(db: sqlite3.Connection) -> None:
     """Apply the migrations this database has not seen, under one write lock."""
     db.execute("BEGIN IMMEDIATE")
     try:
-        db.execute("CREATE TABLE IF NOT EXISTS reactchat_migrations (name TEXT PRIMARY KEY, applied_at REAL NOT NULL)")
-        done = {row[0] for row in db.execute("SELECT name FROM reactchat_migrations")}
-        for step in MIGRATIONS:
-            if step.__name__ not in done:
-                step(db)
-                db.execute(
-                    "INSERT INTO reactchat_migrations (name, applied_at) VALUES (?, ?)", (step.__name__, time.time())
-                )
+        migrations.migrate(migrations.Database(db, "sqlite"), SCHEMA)
         db.execute("COMMIT")
     except BaseException:
         if db.in_transaction:

@@ -1,0 +1,240 @@
+"""``Run``: one turn of one agent in one session, from a message to its ``RunResult``.
+
+    Agent.run(message)      the sync wrapper: this thread's event loop runs ``arun``
+      Agent.arun(message)   makes a ``Run`` and drains it
+        Run (iterated)      locks the session, reads it, decides what the message is
+          Loop.steps()      the ReAct loop (``reactchat.loop``)
+
+A run decides once what a message is (``_read``): the answer to the pending item the
+sender saw, or a new turn; a turn a crash interrupted is finished first. It records
+every event before yielding it, follows how its turn stands (``Outcome``, the same fold
+the stored view uses) and leaves ``result`` set when the iteration ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+from reactchat.errors import AlreadyAnswered, NothingToRun, SessionBusy, SessionNotFound, TurnFailed
+from reactchat.guards import RepeatGuard
+from reactchat.loop import Loop
+from reactchat.messages import DeltaEvent, ErrorEvent, Event
+from reactchat.session import Outcome, Pending, RunResult, SessionState, Turn
+from reactchat.tools import toolset_tools
+
+if TYPE_CHECKING:
+    from reactchat.agent import Agent
+
+#: characters per token, for budgets given in tokens (a rough, model-agnostic estimate)
+CHARS_PER_TOKEN = 4
+
+
+class Run:
+    """One turn of ``agent`` in ``session`` (a new session when None).
+
+    ``message`` starts a turn, or answers the session's pending item (``reply_to``, the
+    item's ``call_id``, makes sure it still waits); ``None`` only finishes an interrupted
+    turn. Iterate the run for its events, each durable before it is yielded; with
+    ``deltas=True`` a streaming model's text comes too, as ``DeltaEvent``s. ``result``
+    is set once the iteration ends with an answer or a pending item.
+    """
+
+    def __init__(
+        self,
+        agent: Agent,
+        message: str | None,
+        session: str | None = None,
+        *,
+        reply_to: str | None = None,
+        deltas: bool = False,
+    ) -> None:
+        self.agent = agent
+        self.message = message
+        self.session = session or ""
+        self.reply_to = reply_to
+        self.deltas = deltas
+        #: the path of the agent whose events this run records
+        self.path = agent.name
+        #: ``""`` for a turn's top-level run
+        self.run_id = ""
+        self.result: RunResult | None = None
+        self._new = session is None
+        self._on_delta: Callable[[str], Any] | None = None
+
+    def __aiter__(self) -> AsyncIterator[Event]:
+        return self._with_deltas() if self.deltas else self._events()
+
+    # ------------------------------------------------------------------ the turn
+
+    async def _events(self) -> AsyncIterator[Event]:
+        store = self.agent.store
+        seen = await self._look()
+        owner = uuid.uuid4().hex
+        if not await store.try_lock(self.session, owner, self.agent.lock_ttl):
+            raise SessionBusy(self.session)
+        try:
+            state, pending = await self._read(seen)
+            async for event in self._play(state, pending):
+                yield event
+        finally:
+            await store.unlock(self.session, owner)
+
+    async def _look(self) -> list[Event] | None:
+        """Before the lock: create the session, or pin the pending item the sender could see.
+
+        A plain message answers the item its sender could see, if any. Pinning that view
+        before taking the lock makes exactly one of several racing messages resume: the
+        others find the item answered or the session moved on, instead of starting a
+        stray turn whose question is really an answer.
+        """
+        store = self.agent.store
+        if self._new:
+            self.session = await store.create_session()
+            return []
+        if self.message is not None and self.reply_to is None:
+            seen = await store.events(self.session)
+            last = SessionState.from_events(self.session, seen).last
+            pending = last.pending if last else None
+            self.reply_to = pending.call_id if pending else None
+            return seen
+        if not await store.exists(self.session):
+            raise SessionNotFound(self.session)
+        return None
+
+    async def _read(self, seen: list[Event] | None) -> tuple[SessionState, Pending | None]:
+        """Under the lock: the session's state, and the pending item this message answers."""
+        store = self.agent.store
+        if self._new:
+            events: list[Event] = []
+        elif seen is None:
+            events = await store.events(self.session)
+        else:  # only what was appended since that look: usually nothing
+            newer = await store.events(self.session, since=len(seen))
+            if newer and self.reply_to is None:
+                raise SessionBusy(self.session, changed=True)
+            events = seen + newer
+        state = SessionState.from_events(self.session, events)
+        pending = state.last.pending if state.last else None
+        if self.reply_to is not None and (pending is None or pending.call_id != self.reply_to):
+            raise AlreadyAnswered(self.session, self.reply_to)
+        return state, pending
+
+    async def _play(self, state: SessionState, pending: Pending | None) -> AsyncIterator[Event]:
+        """Finish an interrupted turn, then answer the pending item or start a new turn."""
+        last = state.last
+        if last is not None and last.status == "interrupted":
+            loop = await self._loop(state, last)
+            outcome = last.outcome
+            async for event in self._track(loop.recover(self._mine(last)), last, outcome):
+                yield event
+            if self.message is None or outcome.pending is not None:
+                return  # a question the sender has not seen comes first; the message is not recorded
+            state.turns[-1] = Turn(last.index, last.question, self.result.events if self.result else [])
+            last = state.last
+        if self.message is None:
+            if self.result is None:
+                raise NothingToRun(self.session)
+            return
+        if pending is not None and last is not None:
+            loop = await self._loop(state, last)
+            async for event in self._track(loop.resume(pending, self.message), last, last.outcome):
+                yield event
+        else:
+            turn = Turn(last.index + 1 if last else 1, self.message)
+            loop = await self._loop(state, turn)
+            async for event in self._track(loop.start(self.message), turn, Outcome()):
+                yield event
+
+    async def _track(self, events: AsyncIterator[Event], turn: Turn, outcome: Outcome) -> AsyncIterator[Event]:
+        """Pass the loop's events on, following how the turn stands; set ``result`` at the end.
+
+        ``on_turn_end`` hooks run when the turn's answer is durable, before it is yielded.
+        """
+        kept = list(turn.events)
+        async for event in events:
+            kept.append(event)
+            outcome.add(event)
+            if outcome.answer is event:
+                await self.agent.hooks.turn_ended(self.session, event)
+            yield event
+        self.result = RunResult.of(self.session, turn.index, kept, outcome)
+        if self.result is None:
+            error = next((e for e in reversed(kept) if isinstance(e, ErrorEvent) and e.kind != "format"), None)
+            raise TurnFailed(self.session, error.message if error else "it stopped without an answer")
+
+    def _mine(self, turn: Turn) -> list[Event]:
+        """This run's events among the turn's (a turn's events include its sub-agents')."""
+        return [e for e in turn.events if e.run == self.run_id]
+
+    async def _loop(self, state: SessionState, turn: Turn) -> Loop:
+        """The loop of this run for ``turn``, its stored events replayed."""
+        agent = self.agent
+        tools = [*agent.tools, *await agent.hooks.tools_for(state.session, agent.store)]
+        if agent.toolsets:
+            tools.extend(await toolset_tools(agent.toolsets, {t.name for t in tools}))
+        specs = [t.spec for t in tools]
+        history = state.history(before=turn.index, budget=agent.history_tokens * CHARS_PER_TOKEN)
+        transcript = agent.transcript(specs, history, turn.question)
+        model = agent.model
+        context = min(agent.context_tokens, model.context_tokens or agent.context_tokens) * CHARS_PER_TOKEN
+        loop = Loop(
+            session=state.session,
+            turn=turn.index,
+            model=model,
+            store=agent.store,
+            tools={t.name: t for t in tools},
+            transcript=transcript,
+            max_steps=agent.max_steps,
+            max_observation=agent.max_observation_chars,
+            context_chars=context,
+            repeats=RepeatGuard(agent.max_repeats),
+            agent=self.path,
+            run=self.run_id,
+            deps=agent.deps,
+            services=agent.services,
+            on_delta=self._on_delta,
+        )
+        loop.replay(self._mine(turn))
+        return loop
+
+    # ------------------------------------------------------------------ deltas
+
+    async def _with_deltas(self) -> AsyncIterator[Event]:
+        """The events, with a streaming model's text as ``DeltaEvent``s in between.
+
+        The turn runs in a task of its own so that text can arrive while the loop waits
+        on the model; both go through one queue, in order.
+        """
+        queue: asyncio.Queue[Event | BaseException | None] = asyncio.Queue()
+
+        def delta(text: str) -> None:
+            queue.put_nowait(DeltaEvent(session=self.session, text=text, agent=self.path, run=self.run_id))
+
+        async def pump() -> None:
+            try:
+                async for event in self._events():
+                    queue.put_nowait(event)
+            except BaseException as exc:  # handed to the reader, who raises it
+                queue.put_nowait(exc)
+            finally:
+                queue.put_nowait(None)
+
+        self._on_delta = delta
+        task = asyncio.create_task(pump())
+        try:
+            while (item := await queue.get()) is not None:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+__all__ = ["CHARS_PER_TOKEN", "Run"]
