@@ -104,6 +104,7 @@ class Timed:
     def __init__(self, replies: list[str]) -> None:
         self.inner = ScriptedModel(replies)
         self.first_request_at: float | None = None
+        self.name = "timed"
         self.supports_tools = False
         self.context_tokens = None
 

@@ -36,6 +36,7 @@ _ASKED = re.compile(r"Action:\s*ask_user\nAction Input: .*\nObservation: (.*)")
 class PlanModel:
     """Follows a plan of actions (``bump``, ``ask``), then answers with what it saw."""
 
+    name = "plan"
     supports_tools = False
     context_tokens = None
 
