@@ -226,7 +226,7 @@ class Agent:
 
 class _ThreadLoop:
     """The event loop ``Agent.run`` uses on one thread: made on first use, kept for the
-    next calls (connections and clients stay usable), closed when the thread ends."""
+    next calls (a store's connections stay open), closed when the thread ends."""
 
     def __init__(self) -> None:
         self.runner = asyncio.Runner()
@@ -249,11 +249,7 @@ class _ThreadLoop:
             try:
                 results.append(await coroutine)
             finally:
-                # HTTP clients are not kept between calls: a caller that drops the agent
-                # would otherwise leave their connections open in an idle loop
-                from reactchat.models._http import close_clients
-
-                await close_clients()
+                await _end_of_call()
 
         self.runner.run(main())
         return results[0]
@@ -261,6 +257,20 @@ class _ThreadLoop:
     def __del__(self) -> None:
         with contextlib.suppress(Exception):
             self.runner.close()
+
+
+async def _end_of_call() -> None:
+    """What ``asyncio.run`` did at the end of each call, minus closing the loop: cancel the
+    tasks the call left behind (an MCP server's connection) and close the HTTP clients it
+    opened, so that nothing of a finished call stays open in an idle loop."""
+    from reactchat.models._http import close_clients
+
+    this = asyncio.current_task()
+    left = [task for task in asyncio.all_tasks() if task is not this]
+    for task in left:
+        task.cancel()
+    await asyncio.gather(*left, return_exceptions=True)
+    await close_clients()
 
 
 _loops = threading.local()

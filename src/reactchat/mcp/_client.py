@@ -163,8 +163,9 @@ class MCPServer:
     def _lock_for_loop(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
         if self._connection is not None and self._connection.loop is not loop:
-            # a connection of an event loop that has ended (each Agent.run has its own):
-            # that loop's shutdown cancelled its owner task, which stopped the server
+            # a connection of another event loop (asyncio.run per call): that loop's end
+            # cancelled its owner task, which stopped the server (Agent.run, which keeps
+            # its loop, cancels what a call leaves behind the same way)
             self._connection, self._lock = None, None
         if self._lock is None:
             self._lock = asyncio.Lock()
