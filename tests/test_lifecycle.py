@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 import json
 import sqlite3
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -205,3 +207,28 @@ async def test_sessions_stored_before_the_interrupted_field_are_migrated(tmp_pat
     result = await reopened.resume(session)
     assert result.answer == "done" and CALLS == ["k"]
     await reopened.store.close()
+
+
+def test_a_process_that_used_agent_run_exits_promptly(tmp_path: Path) -> None:
+    script = tmp_path / "uses_run.py"
+    script.write_text(
+        "import threading\n"
+        "from reactchat import Agent, ScriptedModel, tool\n"
+        "@tool\n"
+        "def look(key: str) -> str:\n"
+        '    """Look a key up."""\n'
+        "    return key\n"
+        "def turn(i):\n"
+        '    replies = [\' I look.\\nAction: look\\nAction Input: {"key": "k"}\', " Done.\\nFinal Answer: ok"]\n'
+        f"    agent = Agent(model=ScriptedModel(replies), tools=[look], store='sqlite:///{tmp_path}/s.db')\n"
+        "    assert agent.run(f'q{i}').answer == 'ok'\n"
+        "turn(1)\n"
+        "turn(2)\n"
+        "worker = threading.Thread(target=turn, args=(3,))\n"
+        "worker.start()\n"
+        "worker.join()\n"
+        "print('done', flush=True)\n"
+    )
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=60)
+    assert (proc.returncode, proc.stdout.strip()) == (0, "done"), proc.stderr
+    assert "Warning" not in proc.stderr, proc.stderr

@@ -11,9 +11,10 @@ The path of a turn (see ``reactchat.run``)::
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -225,38 +226,51 @@ class Agent:
 
 
 class _ThreadLoop:
-    """The event loop ``Agent.run`` uses on one thread: made on first use, kept for the
-    next calls (a store's connections stay open), closed when the thread ends."""
+    """The event loop ``Agent.run`` uses on one thread: made on first use and kept for the
+    next calls (a store's connections stay open).
+
+    Closing it never starts a thread (``loop.close()``, not ``asyncio.Runner.close()``,
+    whose default-executor shutdown starts one and can deadlock at interpreter exit): the
+    main thread's loop is closed at exit, another thread's when that thread's locals go.
+    """
 
     def __init__(self) -> None:
-        self.runner = asyncio.Runner()
+        self.loop = asyncio.new_event_loop()
 
-    def run(self, coroutine: Awaitable[RunResult]) -> RunResult:
+    def run(self, coroutine: Coroutine[Any, Any, RunResult]) -> RunResult:
         try:
             asyncio.get_running_loop()
         except RuntimeError:
             pass
         else:
-            if asyncio.iscoroutine(coroutine):
-                coroutine.close()
+            coroutine.close()
             raise InsideEventLoop()
         results: list[RunResult] = []
 
         async def main() -> None:
-            # The main task returns None: on Python 3.11 the runner's SIGINT bookkeeping
-            # formats repr(main task), which would include the whole RunResult (every
-            # event of the turn), an O(steps) cost on every run.
             try:
                 results.append(await coroutine)
             finally:
                 await _end_of_call()
 
-        self.runner.run(main())
+        task = self.loop.create_task(main())
+        try:
+            self.loop.run_until_complete(task)
+        except BaseException:  # Ctrl-C: the turn is cancelled, and ends as a cancelled task does
+            if not task.done():
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    self.loop.run_until_complete(task)
+            raise
         return results[0]
 
+    def close(self) -> None:
+        """Close the loop (idempotent); never called while it runs."""
+        if not self.loop.is_closed() and not self.loop.is_running():
+            self.loop.close()
+
     def __del__(self) -> None:
-        with contextlib.suppress(Exception):
-            self.runner.close()
+        self.close()
 
 
 async def _end_of_call() -> None:
@@ -280,6 +294,8 @@ def _thread_loop() -> _ThreadLoop:
     loop: _ThreadLoop | None = getattr(_loops, "loop", None)
     if loop is None:
         loop = _loops.loop = _ThreadLoop()
+        if threading.current_thread() is threading.main_thread():
+            atexit.register(loop.close)
     return loop
 
 
