@@ -72,8 +72,8 @@ DISTRIBUTIONS = [
 ]
 
 
-def ensure_venv() -> None:
-    """Create the peers venv when missing, then re-execute this script inside it."""
+def ensure_venv(script: Path | None = None) -> None:
+    """Create the peers venv when missing, then re-execute ``script`` (default: this one) inside it."""
     if Path(sys.prefix).resolve() == VENV.resolve():
         return
     if not VENV_PYTHON.exists():
@@ -82,7 +82,8 @@ def ensure_venv() -> None:
         pip = [str(VENV_PYTHON), "-m", "pip", "install", "--quiet"]
         subprocess.run([*pip, "-r", str(HERE / "requirements.txt")], check=True)
     link_reactchat()
-    os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), str(Path(__file__).resolve()), *sys.argv[1:]])
+    target = script or Path(__file__).resolve()
+    os.execv(str(VENV_PYTHON), [str(VENV_PYTHON), str(target), *sys.argv[1:]])
 
 
 def link_reactchat() -> None:

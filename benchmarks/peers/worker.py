@@ -32,6 +32,12 @@ FRAMEWORKS: dict[str, tuple[str, str]] = {
     "smolagents": ("task_smolagents", ""),
     "pydantic-ai": ("task_pydanticai", ""),
     "bare-loop": ("task_bare", ""),
+    # delegation.py: a parent agent handing N tasks to a sub-agent of one tool step each
+    "reactchat-delegation-memory": ("task_delegation_reactchat", "memory"),
+    "reactchat-delegation-memory-inline": ("task_delegation_reactchat", "memory-inline"),
+    "reactchat-delegation-sqlite": ("task_delegation_reactchat", "sqlite"),
+    "langgraph-agent-as-tool": ("task_delegation_langgraph", ""),
+    "smolagents-managed-agents": ("task_delegation_smolagents", ""),
 }
 
 
