@@ -25,6 +25,7 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "Agent": "reactchat.agent",
+    "Reflexion": "reactchat.reflect",
     "RunResult": "reactchat.session",
     "Step": "reactchat.session",
     "SessionState": "reactchat.session",
@@ -65,6 +66,7 @@ if TYPE_CHECKING:
     )
     from reactchat.models import ContextTooLong, Model, ModelError, ScriptedModel, resolve_model
     from reactchat.react import Action, FinalAnswer
+    from reactchat.reflect import Reflexion
     from reactchat.session import RunResult, SessionState, Step
     from reactchat.store import Store, resolve_store
     from reactchat.toolbox import ask_user, calculator

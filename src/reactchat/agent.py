@@ -16,7 +16,7 @@ import contextlib
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from reactchat.core import Transcript
 from reactchat.errors import AlreadyAnswered, ConfigError, InsideEventLoop, SessionBusy, SessionNotFound
@@ -28,6 +28,15 @@ from reactchat.run import Run
 from reactchat.session import RunResult, SessionState
 from reactchat.store import Store, resolve_store
 from reactchat.tools import Tool, Toolset, as_tool
+
+if TYPE_CHECKING:
+    from reactchat.loop import Loop
+    from reactchat.reflect import Reflexion
+    from reactchat.run import Runner
+    from reactchat.subagents import SubAgent
+
+#: how one run of an agent runs: a Reflexion loop of trials, a plan, or plain ReAct
+Mode = Literal["reflect", "plan", "react"]
 
 #: session_tools(session, store): tools added for one session at the start of each turn
 SessionTools = Callable[[str, Store], Awaitable[Sequence[Tool]]]
@@ -70,6 +79,12 @@ class Agent:
     opened until the first run. ``name`` labels the agent's events (``event.agent``) and
     ``description`` says what it does, for an agent that uses it as a tool.
 
+    An ``Agent`` in ``tools=`` is a sub-agent (``agent.as_tool()``): called with
+    ``{"task": ...}``, it runs inside the call, in the same session, at most ``max_depth``
+    levels deep. ``plan=True`` makes each turn plan-and-execute (``max_replans`` revisions,
+    ``max_plan_steps`` steps in all); ``reflect=Reflexion(...)`` retries rejected answers.
+    See docs/agents.md.
+
     ``session_tools(session, store)`` adds tools per session at the start of each turn;
     ``services`` reach tools as ``RunContext.services``; ``on_turn_end(session, store,
     status)`` runs once a turn has its final answer. More of both can be registered on
@@ -79,7 +94,7 @@ class Agent:
     def __init__(
         self,
         model: str | Model = "local",
-        tools: Iterable[Tool | Toolset | Callable[..., Any]] = (),
+        tools: Iterable[Tool | Toolset | Agent | Callable[..., Any]] = (),
         *,
         name: str = "reactchat",
         description: str = "",
@@ -98,6 +113,11 @@ class Agent:
         on_turn_end: TurnEnd | None = None,
         services: dict[str, Any] | None = None,
         lock_ttl: float = 600.0,
+        plan: bool = False,
+        max_replans: int = 3,
+        max_plan_steps: int = 8,
+        reflect: Reflexion | None = None,
+        max_depth: int = 3,
     ) -> None:
         if protocol not in ("react", "native"):
             raise ConfigError(f"protocol must be 'react' or 'native', not {protocol!r}")
@@ -134,6 +154,13 @@ class Agent:
         self.deps = deps
         self.services: dict[str, Any] = dict(services or {})
         self.lock_ttl = lock_ttl
+        if max_replans < 0 or max_plan_steps < 1 or max_depth < 0:
+            raise ConfigError("max_replans and max_depth must be 0 or more, max_plan_steps at least 1")
+        self.plan = plan
+        self.max_replans = max_replans
+        self.max_plan_steps = max_plan_steps
+        self.reflect = reflect
+        self.max_depth = max_depth
         self.hooks = Hooks(lambda: self.store)
         if session_tools is not None:
             self.hooks.session_tools.append(session_tools)
@@ -158,15 +185,48 @@ class Agent:
             self._store = resolve_store(self._store_spec)
         return self._store
 
-    def transcript(self, tools: list[ToolSpec], history: list[tuple[str, str]], question: str) -> Transcript:
-        """A new transcript of this agent's protocol for one turn."""
+    def transcript(
+        self, tools: list[ToolSpec], history: list[tuple[str, str]], question: str, system: str | None = None
+    ) -> Transcript:
+        """A new transcript of this agent's protocol for one run (``system`` replaces the agent's)."""
+        system = system if system is not None else self.system
         if self.protocol == "native":
             from reactchat.native import NativeTranscript
 
-            return NativeTranscript(self.pack, tools, history, question, self.system)
+            return NativeTranscript(self.pack, tools, history, question, system)
         from reactchat.react import ReactTranscript
 
-        return ReactTranscript(self.pack, tools, history, question, self.system)
+        return ReactTranscript(self.pack, tools, history, question, system)
+
+    def as_tool(self, *, memory: bool = False) -> SubAgent:
+        """This agent as another agent's tool (a sub-agent): input ``{"task": ...}``, its final
+        answer the observation. ``memory``: it sees its earlier tasks and answers of the session."""
+        from reactchat.subagents import SubAgent
+
+        return SubAgent(self, memory=memory)
+
+    @property
+    def inner_mode(self) -> Mode:
+        """How one of its trials runs under Reflexion: planned or plain ReAct."""
+        return "plan" if self.plan else "react"
+
+    def runner(
+        self, loop: Loop, question: str, history: list[tuple[str, str]], events: list[Event], mode: Mode | None = None
+    ) -> Runner:
+        """What runs one run of this agent over ``loop`` (its stored ``events`` replayed):
+        the ReAct loop itself, or the Reflexion or plan-and-execute loop around it
+        (``mode`` overrides the agent's own: a plan step's executor is plain ReAct)."""
+        mode = mode or ("reflect" if self.reflect else self.inner_mode)
+        if mode == "reflect" and self.reflect is not None:
+            from reactchat.trial_loop import TrialLoop
+
+            return TrialLoop(self, loop, question, self.reflect)
+        if mode == "plan":
+            from reactchat.plan_loop import PlanLoop
+
+            return PlanLoop(self, loop, question, history)
+        loop.replay(events)
+        return loop
 
     # ------------------------------------------------------------------ running
 

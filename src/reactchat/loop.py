@@ -45,6 +45,8 @@ INTERRUPTED = (
     "This call was interrupted before it returned (the process running it stopped), so its "
     "effect is unknown and it was not run again. Check before relying on it."
 )
+#: a call that passed its guards: the tool, its validated arguments, its repeat-guard key
+Admitted = tuple[Tool, dict[str, Any], tuple[str, str]]
 ONE_QUESTION = "Ask one question at a time; ask this one after the answer."
 
 
@@ -78,6 +80,10 @@ class Loop:
     trace: TurnTrace = NO_TRACE
     #: traceparents of earlier runs of this turn that paused on a question (for span links)
     resumes: list[str] = field(default_factory=list)
+    #: the turn's events when this loop was made, every run's (nested runs continue from theirs)
+    stored: list[Event] = field(default_factory=list)
+    #: how many levels of nested runs (sub-agents, plan steps, trials) may sit below the top
+    max_depth: int = 3
 
     # ------------------------------------------------------------------ ways in
 
@@ -121,7 +127,7 @@ class Loop:
             async for event in self.steps():
                 if isinstance(event, ThoughtEvent | AnswerEvent | ErrorEvent) and event.usage is not None:
                     usages.append(event.usage)
-                if isinstance(event, AnswerEvent | QuestionEvent):
+                if isinstance(event, QuestionEvent) or (isinstance(event, AnswerEvent) and event.run == self.run):
                     status = event.status if isinstance(event, AnswerEvent) else "waiting"
                 yield event
         except BaseException as error:
@@ -175,7 +181,12 @@ class Loop:
             finished = False
             async for event in self.run_calls(calls, thought):
                 yield event
-                finished = finished or isinstance(event, AnswerEvent | QuestionEvent)
+                # a question at any depth ends this run too (it waits); an answer only if it is its own
+                finished = (
+                    finished
+                    or isinstance(event, QuestionEvent)
+                    or (isinstance(event, AnswerEvent) and event.run == self.run)
+                )
             if finished:
                 return
 
@@ -204,6 +215,7 @@ class Loop:
         step); every action is durable before its tool runs.
         """
         question: QuestionEvent | None = None
+        waiting = False
         direct: str | None = None
         pending: tuple[Event, ...] = (thought,)
         if not calls:
@@ -214,21 +226,29 @@ class Loop:
                 yield event
             pending = ()
             started = time.perf_counter()
+            result: ToolResult | None = None
             try:
-                result = await self.execute(call)
+                async for item in self.run_call(call):
+                    if isinstance(item, ToolResult):
+                        result = item
+                    else:
+                        yield item
             except PauseForUser as pause:
-                if question is None:
+                if question is None and not waiting:
                     question = QuestionEvent(
                         call_id=call.call_id, question=pause.question, trace=self.trace.traceparent
                     )
                     yield await self.emit(question)
                     continue  # the observation is the user's answer, recorded on resume
                 result = ToolResult(ONE_QUESTION, is_error=True)
+            if result is None:
+                waiting = True  # the nested run it started waits for the user: so does this one
+                continue
             yield await self.observe(call, result, time.perf_counter() - started)
             tool = self.tools.get(call.tool)
             if tool is not None and tool.return_direct and not result.is_error and direct is None:
                 direct = result.text
-        if question is None and direct is not None:
+        if question is None and not waiting and direct is not None:
             # "intent recognition + direct tool output": no summarising model call
             yield await self.emit(AnswerEvent(text=direct, thought=thought.text))
 
@@ -251,8 +271,24 @@ class Loop:
             )
         )
 
-    async def execute(self, call: Call) -> ToolResult:
-        """Run one call (raises ``PauseForUser``).
+    async def run_call(self, call: Call) -> AsyncIterator[Event | ToolResult]:
+        """Run one call: its ``ToolResult``, after the events of the run it starts when the tool
+        runs another agent (a sub-agent: ``Tool.streams``). No result: that run waits for the user."""
+        admitted = self.admit(call)
+        if isinstance(admitted, ToolResult):
+            yield admitted
+            return
+        tool, arguments, key = admitted
+        if not tool.streams:
+            yield await self.execute(call, admitted)
+            return
+        async for item in tool.stream(call, self, arguments):
+            if isinstance(item, ToolResult):
+                self.repeats.remember(key, item.text)
+            yield item
+
+    def admit(self, call: Call) -> Admitted | ToolResult:
+        """The tool, the validated arguments and the repeat key of a call, or why it does not run.
 
         An identical call made earlier in the run is not run again, whether it worked or
         failed: a model that calls a broken tool over and over (the hallucination spiral)
@@ -275,6 +311,16 @@ class Loop:
         previous = None if tool.volatile else self.repeats.previous(key)
         if previous is not None:
             return ToolResult(self.repeats.refuse(name, previous), is_error=True)
+        return tool, arguments, key
+
+    async def execute(self, call: Call, admitted: Admitted | None = None) -> ToolResult:
+        """Run one call of a plain tool (raises ``PauseForUser``); see ``admit`` for the guards
+        (``admitted``: what ``admit`` already said about this call)."""
+        checked = admitted or self.admit(call)
+        if isinstance(checked, ToolResult):
+            return checked
+        tool, arguments, key = checked
+        name = call.tool
         context = RunContext(
             self.session, self.turn, call.call_id, self.store, self.deps, self.services, self.agent, self.run
         )
@@ -412,8 +458,14 @@ class Loop:
                 if tool is None or not tool.idempotent:
                     yield await self.observe(call, ToolResult(INTERRUPTED, is_error=True), interrupted=True)
                     continue
+                # an idempotent tool runs again; a sub-agent continues its nested run where it was
+                result: ToolResult | None = None
                 try:
-                    result = await self.execute(call)
+                    async for item in self.run_call(call):
+                        if isinstance(item, ToolResult):
+                            result = item
+                        else:
+                            yield item
                 except PauseForUser as pause:
                     # the question was never stored, so never seen: ask it now; the run waits
                     question = QuestionEvent(
@@ -421,7 +473,8 @@ class Loop:
                     )
                     yield await self.emit(question)
                     continue
-                yield await self.observe(call, result)
+                if result is not None:
+                    yield await self.observe(call, result)
 
 
 def _unrecorded_replies(events: list[Event], answered: set[str]) -> dict[str, str]:

@@ -17,13 +17,14 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from reactchat.errors import AlreadyAnswered, NothingToRun, SessionBusy, SessionNotFound, TurnFailed
 from reactchat.guards import RepeatGuard
 from reactchat.loop import Loop
-from reactchat.messages import DeltaEvent, ErrorEvent, Event
+from reactchat.messages import DeltaEvent, ErrorEvent, Event, UserEvent
 from reactchat.session import Outcome, Pending, RunResult, SessionState, Turn
+from reactchat.store import Store
 from reactchat.tools import toolset_tools
 
 if TYPE_CHECKING:
@@ -31,6 +32,59 @@ if TYPE_CHECKING:
 
 #: characters per token, for budgets given in tokens (a rough, model-agnostic estimate)
 CHARS_PER_TOKEN = 4
+
+
+class Runner(Protocol):
+    """What runs one run: the ReAct ``Loop``, or a plan-and-execute or Reflexion loop around it."""
+
+    def start(self, message: str) -> AsyncIterator[Event]:
+        """Run a new turn for ``message``."""
+        ...
+
+    def recover(self, events: list[Event]) -> AsyncIterator[Event]:
+        """Go on from this run's stored ``events``."""
+        ...
+
+
+async def make_loop(
+    agent: Agent,
+    session: str,
+    turn: int,
+    question: str,
+    history: list[tuple[str, str]],
+    path: str,
+    run_id: str,
+    *,
+    system: str | None = None,
+    store: Store | None = None,
+) -> Loop:
+    """A ReAct loop of ``agent`` for one run (not replayed: see ``Loop.replay``); a nested
+    run passes its parent's ``store`` (the session lives there, not in the sub-agent's)."""
+    store = store or agent.store
+    tools = [*agent.tools, *await agent.hooks.tools_for(session, store)]
+    if agent.toolsets:
+        tools.extend(await toolset_tools(agent.toolsets, {t.name for t in tools}))
+    specs = [t.spec for t in tools]
+    transcript = agent.transcript(specs, history, question, system)
+    model = agent.model
+    context = min(agent.context_tokens, model.context_tokens or agent.context_tokens) * CHARS_PER_TOKEN
+    return Loop(
+        session=session,
+        turn=turn,
+        model=model,
+        store=store,
+        tools={t.name: t for t in tools},
+        transcript=transcript,
+        max_steps=agent.max_steps,
+        max_observation=agent.max_observation_chars,
+        context_chars=context,
+        repeats=RepeatGuard(agent.max_repeats),
+        agent=path,
+        run=run_id,
+        deps=agent.deps,
+        services=agent.services,
+        max_depth=agent.max_depth,
+    )
 
 
 class Run:
@@ -141,13 +195,37 @@ class Run:
             return
         if pending is not None and last is not None:
             loop = await self._loop(state, last)
-            async for event in self._track(loop.resume(pending, self.message), last, last.outcome):
+            outcome = last.outcome
+            if pending.run == self.run_id and isinstance(loop, Loop):
+                replies = loop.resume(pending, self.message)
+            else:
+                replies = self._answer_nested(loop, last, pending)
+            async for event in self._track(replies, last, outcome):
                 yield event
         else:
             turn = Turn(last.index + 1 if last else 1, self.message)
             loop = await self._loop(state, turn)
             async for event in self._track(loop.start(self.message), turn, Outcome()):
                 yield event
+
+    async def _answer_nested(self, runner: Runner, turn: Turn, pending: Pending) -> AsyncIterator[Event]:
+        """Reply to an item a nested run asked (a sub-agent, a plan step): the reply is stored
+        in that run, then the turn resumes from the top, each open delegation continuing its
+        nested run down to the one that asked, which takes the reply as its observation."""
+        assert self.message is not None
+        reply = UserEvent(
+            session=self.session,
+            turn=turn.index,
+            step=pending.step,
+            agent=pending.agent,
+            run=pending.run,
+            text=self.message,
+        )
+        await self.agent.store.append(reply)
+        turn.events.append(reply)
+        yield reply
+        async for event in runner.recover(self._mine(turn)):
+            yield event
 
     async def _track(self, events: AsyncIterator[Event], turn: Turn, outcome: Outcome) -> AsyncIterator[Event]:
         """Pass the loop's events on, following how the turn stands; set ``result`` at the end.
@@ -170,36 +248,14 @@ class Run:
         """This run's events among the turn's (a turn's events include its sub-agents')."""
         return [e for e in turn.events if e.run == self.run_id]
 
-    async def _loop(self, state: SessionState, turn: Turn) -> Loop:
+    async def _loop(self, state: SessionState, turn: Turn) -> Runner:
         """The loop of this run for ``turn``, its stored events replayed."""
         agent = self.agent
-        tools = [*agent.tools, *await agent.hooks.tools_for(state.session, agent.store)]
-        if agent.toolsets:
-            tools.extend(await toolset_tools(agent.toolsets, {t.name for t in tools}))
-        specs = [t.spec for t in tools]
         history = state.history(before=turn.index, budget=agent.history_tokens * CHARS_PER_TOKEN)
-        transcript = agent.transcript(specs, history, turn.question)
-        model = agent.model
-        context = min(agent.context_tokens, model.context_tokens or agent.context_tokens) * CHARS_PER_TOKEN
-        loop = Loop(
-            session=state.session,
-            turn=turn.index,
-            model=model,
-            store=agent.store,
-            tools={t.name: t for t in tools},
-            transcript=transcript,
-            max_steps=agent.max_steps,
-            max_observation=agent.max_observation_chars,
-            context_chars=context,
-            repeats=RepeatGuard(agent.max_repeats),
-            agent=self.path,
-            run=self.run_id,
-            deps=agent.deps,
-            services=agent.services,
-            on_delta=self._on_delta,
-        )
-        loop.replay(self._mine(turn))
-        return loop
+        loop = await make_loop(agent, state.session, turn.index, turn.question, history, self.path, self.run_id)
+        loop.on_delta = self._on_delta
+        loop.stored = turn.events
+        return agent.runner(loop, turn.question, history, self._mine(turn))
 
     # ------------------------------------------------------------------ deltas
 

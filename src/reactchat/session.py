@@ -8,7 +8,7 @@ waiting on a ``Pending`` item, or interrupted): the stored view (``Turn``), a ru
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from reactchat.messages import (
     ActionEvent,
@@ -22,6 +22,10 @@ from reactchat.messages import (
     Usage,
     UserEvent,
 )
+
+if TYPE_CHECKING:
+    from reactchat.messages import PlanStep
+    from reactchat.reflect import Trial
 
 #: how a run ended, as ``RunResult.status`` says it
 Status = Literal["done", "waiting", "stopped", "cancelled"]
@@ -85,8 +89,8 @@ class Outcome:
                 agent=event.agent,
                 step=event.step,
             )
-        elif isinstance(event, UserEvent):
-            self.pending = None  # a reply: the pending item is answered
+        elif isinstance(event, UserEvent) and self.pending is not None and event.run == self.pending.run:
+            self.pending = None  # a reply, stored in the run that asked: the pending item is answered
         elif isinstance(event, AnswerEvent) and not event.run:
             self.answer, self.pending = event, None
 
@@ -266,6 +270,34 @@ class RunResult:
     usage: Usage = field(default_factory=Usage)
     #: what the session waits for when ``status == "waiting"`` (the reply's ``reply_to`` is its ``call_id``)
     pending: Pending | None = None
+
+    @property
+    def plan(self) -> list[PlanStep]:
+        """The plan of a plan-and-execute turn, its last version: each step's ``task``,
+        ``status`` (``pending|done|failed|skipped``) and ``result``; empty otherwise."""
+        plans = self.plans
+        return plans[-1] if plans else []
+
+    @property
+    def plans(self) -> list[list[PlanStep]]:
+        """Every version of the plan, the first one first (each as it ended)."""
+        from reactchat.plan_loop import plan_of
+
+        return plan_of(self.events)
+
+    @property
+    def trials(self) -> list[Trial]:
+        """The judged trials of a Reflexion turn: ``.answer``, ``.accepted``, ``.reflection``…"""
+        from reactchat.trial_loop import trials_of
+
+        return trials_of(self.events)
+
+    @property
+    def usage_by_agent(self) -> dict[str, Usage]:
+        """Tokens used by the turn's model calls, by agent path (sub-agents included)."""
+        from reactchat.subagents import usage_by_agent
+
+        return usage_by_agent(self.events)
 
     @classmethod
     def of(cls, session: str, turn: int, events: list[Event], outcome: Outcome) -> RunResult | None:

@@ -17,13 +17,18 @@ import json
 import queue
 import re
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from reactchat.messages import ToolInput, ToolSpec
+
+if TYPE_CHECKING:
+    from reactchat.core import Call, ToolResult
+    from reactchat.loop import Loop
+    from reactchat.messages import Event
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -132,6 +137,8 @@ class Tool:
         #: per-tool observation limit in characters (None: the agent's default)
         self.max_chars = max_chars
         self.is_async = inspect.iscoroutinefunction(fn)
+        #: the loop runs it through ``stream`` (a sub-agent: its events are the caller's to yield)
+        self.streams = False
 
         hints = get_type_hints(fn, include_extras=True)
         fields: dict[str, Any] = {}
@@ -159,6 +166,12 @@ class Tool:
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
+
+    def stream(self, call: Call, loop: Loop, arguments: dict[str, Any]) -> AsyncIterator[Event | ToolResult]:
+        """For a tool that ``streams`` (one that runs another agent): the events of the run it
+        starts inside ``loop``'s call, as they become durable, then its ``ToolResult`` (none
+        when that run waits for the user). See ``reactchat.subagents.SubAgent``."""
+        raise NotImplementedError(f"tool {self.name} does not stream; call run() instead")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (tools stay usable as functions)."""
@@ -333,10 +346,16 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Tool | Call
     return decorate
 
 
-def as_tool(obj: Tool | Callable[..., Any]) -> Tool:
-    """Accept a ``Tool``, a plain function or a LangChain tool where tools are expected."""
+def as_tool(obj: Any) -> Tool:
+    """Accept a ``Tool``, a plain function, an ``Agent`` (a sub-agent: ``agent.as_tool()``) or
+    a LangChain tool where tools are expected."""
     if isinstance(obj, Tool):
         return obj
+    agent_tool = getattr(obj, "as_tool", None)
+    if callable(agent_tool):
+        made = agent_tool()
+        if isinstance(made, Tool):
+            return made
     from reactchat.langchain import from_langchain, is_langchain_tool
 
     return from_langchain(obj) if is_langchain_tool(obj) else Tool(obj)
