@@ -25,7 +25,7 @@ EN = get_pack("en")
 
 async def verdict(evaluator: object, answer: str, model: ScriptedModel | None = None) -> tuple[bool, str]:
     reflexion = Reflexion(evaluator=evaluator)  # type: ignore[arg-type]
-    result = await evaluate(reflexion, answer, "What is 80.16 * 1.15?", model or ScriptedModel([]), EN)
+    result = await evaluate(reflexion, answer, "What is 80.16 * 1.15?", (model or ScriptedModel([])).complete, EN)
     return result.accepted, result.feedback
 
 

@@ -25,8 +25,11 @@ from reactchat.messages import (
     ErrorEvent,
     Event,
     ObservationEvent,
+    PlanEvent,
     QuestionEvent,
     ThoughtEvent,
+    TrialEvent,
+    UserEvent,
 )
 from reactchat.models import ModelError
 
@@ -97,7 +100,7 @@ class Trace:
             return
         line = _describe(event)
         if line is not None:
-            print(self.paint(event.type, line), file=self.out, flush=True)
+            print(self.paint(event.type, _nested(event, line)), file=self.out, flush=True)
         self.start_spinner()
 
     def start_spinner(self) -> None:
@@ -120,7 +123,29 @@ class Trace:
             await asyncio.sleep(0.1)
 
 
+def _nested(event: Event, line: str) -> str:
+    """A sub-agent's line, indented by its depth and labelled with its path below the top."""
+    if "/" not in event.agent:
+        return line
+    below = event.agent.split("/", 1)[1]
+    indent = "  " * below.count("/") + "  "
+    return "\n".join(f"{indent}{'[' + below + '] ' if i == 0 else ''}{part}" for i, part in enumerate(line.split("\n")))
+
+
 def _describe(event: Event) -> str | None:
+    if isinstance(event, UserEvent):
+        return f"Task: {event.text}" if event.run else None
+    if isinstance(event, PlanEvent):
+        if event.decision == "continue":
+            return None
+        from reactchat.plan import checklist
+
+        head = "Plan" if event.decision == "plan" else f"Plan revised (version {event.version})"
+        return f"{head}:\n" + "\n".join(f"  {line}" for line in checklist(event.steps).splitlines())
+    if isinstance(event, TrialEvent):
+        if event.accepted:
+            return f"Trial {event.trial} accepted ({event.evaluator})"
+        return f"Trial {event.trial} rejected ({event.evaluator}): {event.feedback}\nReflection: {event.reflection}"
     if isinstance(event, ThoughtEvent):
         return f"Thought: {event.text}" if event.text else None
     if isinstance(event, ActionEvent):
@@ -156,6 +181,7 @@ def build_agent(args: argparse.Namespace) -> object:
         max_steps=args.max_steps,
         store=store_url(args.db),
         language=args.lang,
+        plan=getattr(args, "plan", False),
     )
     from reactchat.knowledge import attach
 
@@ -366,6 +392,7 @@ def parser() -> argparse.ArgumentParser:
     ask.add_argument("--session", help="continue this session (answers its pending question)")
     ask.add_argument("--json", action="store_true", help="print the result as JSON")
     ask.add_argument("--file", action="append", metavar="PATH", help="upload a file to ask about (repeatable)")
+    ask.add_argument("--plan", action="store_true", help="plan the steps first, then run each as a ReAct sub-run")
     chat = commands.add_parser("chat", help="interactive chat")
     chat.add_argument("--session", help="continue this session")
     mcp = commands.add_parser("mcp", help="serve the agent as one MCP tool over stdio (for other MCP clients)")

@@ -324,8 +324,46 @@ class DeltaEvent(_Event):
     text: str
 
 
+class PlanEvent(_Event):
+    """A planner call of a plan-and-execute run: the plan it wrote or revised, or its decision
+    to go on. ``steps`` is the whole plan at that moment (each step's status and result);
+    ``version`` counts the plans written (1 for the first, +1 per revision)."""
+
+    type: Literal["plan"] = "plan"
+    version: int
+    decision: Literal["plan", "continue", "revise"] = "plan"
+    steps: list[PlanStep]
+    seconds: float = 0.0
+    usage: Usage | None = None
+
+
+class TrialEvent(_Event):
+    """A judged Reflexion trial: its answer, the evaluator's verdict and, when rejected,
+    the reflection the model wrote on it (carried into the next trials' prompts)."""
+
+    type: Literal["trial"] = "trial"
+    trial: int
+    answer: str
+    accepted: bool
+    feedback: str = ""
+    reflection: str = ""
+    #: ``function``, ``tool``, ``command`` or ``model`` (the model judged its own answer)
+    evaluator: Literal["function", "tool", "command", "model"] = "function"
+    seconds: float = 0.0
+    usage: Usage | None = None
+
+
 Event = Annotated[
-    UserEvent | ThoughtEvent | ActionEvent | ObservationEvent | QuestionEvent | AnswerEvent | ErrorEvent | DeltaEvent,
+    UserEvent
+    | ThoughtEvent
+    | ActionEvent
+    | ObservationEvent
+    | QuestionEvent
+    | AnswerEvent
+    | ErrorEvent
+    | PlanEvent
+    | TrialEvent
+    | DeltaEvent,
     Field(discriminator="type"),
 ]
 

@@ -43,6 +43,10 @@ class PlanWords:
     unknown_agent: str
     no_decision: str
     status: dict[str, str]
+    #: heads the results of the earlier steps in a step's task
+    earlier: str
+    #: tells the replanner that no more steps can run
+    answer_now: str
 
 
 PLAN_WORDS: dict[str, PlanWords] = {
@@ -75,6 +79,8 @@ PLAN_WORDS: dict[str, PlanWords] = {
             'or {{"action": "answer", "answer": "..."}}.'
         ),
         status={"pending": "pending", "done": "done", "failed": "failed", "skipped": "skipped"},
+        earlier="Results of the earlier steps:",
+        answer_now='No more steps can run: answer now with {{"action": "answer", "answer": "..."}}.',
     ),
     "fr": PlanWords(
         planner=(
@@ -105,6 +111,10 @@ PLAN_WORDS: dict[str, PlanWords] = {
             'ou {{"action": "answer", "answer": "..."}}.'
         ),
         status={"pending": "en attente", "done": "faite", "failed": "échouée", "skipped": "abandonnée"},
+        earlier="Résultats des étapes précédentes :",
+        answer_now=(
+            'Plus aucune étape ne peut s\'exécuter : répondez maintenant par {{"action": "answer", "answer": "..."}}.'
+        ),
     ),
     "ja": PlanWords(
         planner=(
@@ -134,6 +144,8 @@ PLAN_WORDS: dict[str, PlanWords] = {
             '{{"action": "revise", "steps": [...]}}、または {{"action": "answer", "answer": "..."}}。'
         ),
         status={"pending": "未実行", "done": "完了", "failed": "失敗", "skipped": "中止"},
+        earlier="前のステップの結果：",
+        answer_now='これ以上ステップは実行できません。{{"action": "answer", "answer": "..."}} で今すぐ答えてください。',
     ),
 }
 
@@ -174,9 +186,12 @@ def planner_request(
 def replanner_request(
     pack: PromptPack, question: str, steps: list[PlanStep], executors: str, replans_left: int, steps_left: int
 ) -> Request:
-    """The replanner's request: the question and the plan with each step's status and result."""
+    """The replanner's request: the question and the plan with each step's status and result
+    (with no steps left to run, it is told to answer)."""
     w = words(pack)
     system = w.replanner.format(executors=executors, replans_left=replans_left, steps_left=steps_left)
+    if steps_left <= 0:
+        system += "\n" + w.answer_now.format()
     lines = [f"{pack.question}: {question}", ""]
     for number, step in enumerate(steps, start=1):
         who = f" [{step.agent}]" if step.agent else ""
@@ -184,6 +199,22 @@ def replanner_request(
         if step.result is not None:
             lines.append(f"   → {step.result}")
     return Request(messages=[SystemMessage(content=system), UserMessage(content="\n".join(lines))])
+
+
+def checklist(steps: list[PlanStep]) -> str:
+    """A plan as a checklist for people: ``1. [x] task (agent)``, one step per line."""
+    marks = {"pending": " ", "done": "x", "failed": "!", "skipped": "-"}
+    return "\n".join(
+        f"{i}. [{marks[s.status]}] {s.task}" + (f" ({s.agent})" if s.agent else "")
+        for i, s in enumerate(steps, start=1)
+    )
+
+
+def step_task(pack: PromptPack, steps: list[PlanStep], number: int) -> str:
+    """What the executor of step ``number`` is asked: its task and the earlier steps' results."""
+    earlier = [f"{i}. {s.task} → {s.result}" for i, s in enumerate(steps[: number - 1], start=1) if s.result]
+    task = steps[number - 1].task
+    return f"{task}\n\n{words(pack).earlier}\n" + "\n".join(earlier) if earlier else task
 
 
 def _question(pack: PromptPack, history: list[tuple[str, str]], question: str) -> str:

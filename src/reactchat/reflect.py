@@ -29,12 +29,11 @@ import inspect
 import os
 import time
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from reactchat.messages import Request, SystemMessage, UserMessage
-from reactchat.models import Model
+from reactchat.messages import Reply, Request, SystemMessage, Usage, UserMessage
 from reactchat.packs import PromptPack
 from reactchat.tools import Tool
 
@@ -109,22 +108,31 @@ class Trial:
 
 @dataclass(frozen=True)
 class Verdict:
-    """An evaluator's judgement of one answer."""
+    """An evaluator's judgement of one answer (``usage``: the model judge's call)."""
 
     accepted: bool
     feedback: str = ""
+    usage: Usage | None = None
+
+
+#: one model call (the agent's loop passes its own, so the call is recorded and traced like any)
+Complete = Callable[[Request], Awaitable[Reply]]
 
 
 # ------------------------------------------------------------------------ evaluators
 
 
-async def evaluate(reflexion: Reflexion, answer: str, task: str, model: Model, pack: PromptPack) -> Verdict:
-    """Run the evaluator on an answer. An evaluator that fails rejects the answer with its
-    error as the feedback: the failure is the model's to route around, like a tool's."""
+async def evaluate(reflexion: Reflexion, answer: str, task: str, complete: Complete, pack: PromptPack) -> Verdict:
+    """Run the evaluator on an answer (``complete`` is the model call of the ``"model"`` judge).
+
+    An evaluator that fails rejects the answer with its error as the feedback: the failure
+    is the model's to route around, like a tool's. A failing model judge raises (it is the
+    agent's own model: the turn fails as it would on any of its calls).
+    """
     judge = reflexion.evaluator
+    if isinstance(judge, str):
+        return await _model_judge(complete, pack, answer, task)
     try:
-        if isinstance(judge, str):
-            return await _model_judge(model, pack, answer, task)
         if isinstance(judge, Command):
             return await _command(judge, answer, task)
         if isinstance(judge, Tool):
@@ -173,7 +181,7 @@ async def _command(command: Command, answer: str, task: str) -> Verdict:
     return Verdict(False, text or f"the evaluator command exited with status {proc.returncode}")
 
 
-async def _model_judge(model: Model, pack: PromptPack, answer: str, task: str) -> Verdict:
+async def _model_judge(complete: Complete, pack: PromptPack, answer: str, task: str) -> Verdict:
     w = words(pack)
     request = Request(
         messages=[
@@ -181,12 +189,13 @@ async def _model_judge(model: Model, pack: PromptPack, answer: str, task: str) -
             UserMessage(content=f"{pack.question}: {task}\n\n{w.answer}: {answer[:MAX_SHOWN]}"),
         ]
     )
-    reply = (await model.complete(request)).text.strip()
-    head = reply.split(None, 1)[0].strip(".:!*").upper() if reply else ""
+    reply = await complete(request)
+    text = reply.text.strip()
+    head = text.split(None, 1)[0].strip(".:!*").upper() if text else ""
     if head == "ACCEPT":
-        return Verdict(True)
-    feedback = reply.split(":", 1)[1].strip() if head == "REJECT" and ":" in reply else reply
-    return Verdict(False, feedback or w.no_reason)
+        return Verdict(True, usage=reply.usage)
+    feedback = text.split(":", 1)[1].strip() if head == "REJECT" and ":" in text else text
+    return Verdict(False, feedback or w.no_reason, reply.usage)
 
 
 # ------------------------------------------------------------------------ prompts

@@ -21,6 +21,7 @@ from reactchat.messages import (
     ThoughtEvent,
     UserEvent,
 )
+from reactchat.plan_loop import plan_of
 from reactchat.session import SessionState, Turn
 from reactchat.store import SessionNotFound, Store
 from reactchat.usage import UsageTotal, total
@@ -91,6 +92,8 @@ def turn_view(turn: Turn) -> dict[str, Any]:
         "answer": answer.text if answer else None,
         "usage": total(turn.events).to_dict(),
         "events": [json.loads(e.model_dump_json()) for e in turn.events],
+        # plan-and-execute: every version of the plan, each step with its status and result
+        "plans": [[step.model_dump() for step in version] for version in plan_of(turn.events)],
     }
 
 

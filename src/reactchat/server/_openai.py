@@ -65,10 +65,12 @@ from reactchat.messages import (
     ErrorEvent,
     Event,
     ObservationEvent,
+    PlanEvent,
     QuestionEvent,
     ThoughtEvent,
     UserEvent,
 )
+from reactchat.plan import checklist
 from reactchat.server._app import Body
 from reactchat.server._guard import DERIVED_PREFIX, USER
 from reactchat.server._schema import GUARDED, HAS_USER_TEXT, SESSION_ID, SESSION_ID_RULE, errors, streamed
@@ -295,7 +297,24 @@ def _pairs(messages: list[ChatMessage]) -> list[tuple[str, str]]:
 
 
 def reasoning(event: Event) -> str:
-    """One event as a line of the visible reasoning (empty for events that are not steps)."""
+    """One event as a line of the visible reasoning (empty for events that are not steps).
+
+    A sub-agent's lines (a plan step's, a trial's) are labelled with its path below the top.
+    """
+    text = _step_text(event)
+    if not text or "/" not in event.agent:
+        return text
+    label = event.agent.split("/", 1)[1]
+    return "".join(f"[{label}] {line}\n" for line in text.splitlines())
+
+
+def _step_text(event: Event) -> str:
+    if isinstance(event, UserEvent) and event.run:
+        return f"Task: {event.text}\n"
+    if isinstance(event, PlanEvent) and event.decision != "continue":
+        return f"Plan (version {event.version}):\n{checklist(event.steps)}\n"
+    if isinstance(event, AnswerEvent) and event.run:
+        return f"{'Thought: ' + event.thought + chr(10) if event.thought else ''}Answer: {event.text}\n"
     if isinstance(event, ThoughtEvent) and event.text:
         return f"Thought: {event.text}\n"
     if isinstance(event, ActionEvent):

@@ -1,0 +1,160 @@
+"""Agents as tools: an ``Agent`` in another agent's ``tools=`` is a sub-agent.
+
+The parent calls it like a tool whose input is ``{"task": "..."}``; the sub-agent runs
+its own ReAct loop *inside that tool call*, in the same session and the same turn, and
+its final answer is the parent's observation. Its events go to the session's one log
+with ``agent`` = the path of agents (``"boss/researcher"``) and ``run`` = the id of the
+nested run (the parent's call id, prefixed by the parent's own run id when the parent
+is nested too), and they stream out live, in order, with the parent's.
+
+A nested run is rebuilt from its own events like any turn, so it is as durable as one:
+a question asked inside it makes the whole turn wait; after a crash or an answer the
+turn resumes from the top and each open delegation continues its nested run instead of
+running it again (``SubAgent`` is ``idempotent`` in that sense). See docs/agents.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from reactchat.core import Call, ToolResult
+from reactchat.messages import AnswerEvent, Event, Usage, UserEvent
+from reactchat.models import ModelError
+from reactchat.tools import Tool
+
+if TYPE_CHECKING:
+    from reactchat.agent import Agent, Mode
+    from reactchat.loop import Loop
+
+
+class SubAgent(Tool):
+    """A sub-agent as its parent sees it: a tool named after the agent, input ``{"task": ...}``.
+
+    ``memory``: whether the sub-agent sees its earlier tasks and answers of the same
+    session (across calls and turns); by default every call starts afresh.
+    """
+
+    def __init__(self, agent: Agent, *, memory: bool = False) -> None:
+        def delegate(task: str) -> str:
+            """Args:
+            task: everything the agent needs to know to do the task, in one message.
+            """
+            raise NotImplementedError("a sub-agent runs inside its parent's loop (SubAgent.stream)")
+
+        description = agent.description or f"The agent {agent.name}: give it a task, it answers."
+        super().__init__(delegate, name=agent.name, description=description, timeout=None, idempotent=True)
+        self.agent = agent
+        self.memory = memory
+        #: the loop runs this tool through ``stream`` (its events are the parent's to yield)
+        self.streams = True
+
+    def stream(self, call: Call, parent: Loop, arguments: dict[str, Any]) -> AsyncIterator[Event | ToolResult]:
+        """Run (or continue) the sub-agent for ``call``: its events, then the parent's ``ToolResult``.
+
+        Ends without a ``ToolResult`` when the sub-agent waits for the user.
+        """
+        path = f"{parent.agent}/{self.agent.name}"
+        return delegate(parent, self.agent, call, path, str(arguments["task"]), memory=self.memory)
+
+
+def run_id(parent: Loop, call_id: str) -> str:
+    """The id of the run started by ``call_id`` of ``parent``."""
+    return f"{parent.run}/{call_id}" if parent.run else call_id
+
+
+def refusal(parent: Loop, child: Agent, path: str, nested: str) -> str | None:
+    """Why a delegation must not run (too deep, or back to an agent already on the path)."""
+    if nested.count("/") + 1 > parent.max_depth:
+        return (
+            f"Error: {child.name} cannot be called here: sub-agents may nest {parent.max_depth} levels deep "
+            "and this call would go deeper. Do this part yourself."
+        )
+    *names, last = path.split("/")
+    if last in names:
+        return (
+            f"Error: {child.name} is already working further up ({'/'.join(names)}): delegating back to it would "
+            "loop. Do this part yourself or give it to another agent."
+        )
+    return None
+
+
+async def delegate(
+    parent: Loop,
+    child: Agent,
+    call: Call,
+    path: str,
+    task: str,
+    *,
+    memory: bool = False,
+    system: str | None = None,
+    mode: Mode | None = None,
+) -> AsyncIterator[Event | ToolResult]:
+    """The nested run of ``child`` for ``call`` of ``parent``: its events, then its result.
+
+    A run with stored events continues from them (after a crash, or once the user answered
+    its question); one that already answered gives that answer again. A sub-agent that
+    fails (its model raises) or is stopped by a guard gives an error observation: the
+    parent decides what to do about it. No ``ToolResult`` at the end: the run waits.
+    """
+    nested = run_id(parent, call.call_id)
+    refused = refusal(parent, child, path, nested)
+    if refused is not None:
+        yield ToolResult(refused, is_error=True)
+        return
+    stored = [e for e in parent.stored if e.run == nested or e.run.startswith(nested + "/")]
+    mine = [e for e in stored if e.run == nested]
+    answer = next((e for e in mine if isinstance(e, AnswerEvent)), None)
+    if answer is None:
+        from reactchat.run import make_loop
+
+        history = await _history(parent, path, nested) if memory else []
+        loop = await make_loop(
+            child, parent.session, parent.turn, task, history, path, nested, system=system, store=parent.store
+        )
+        loop.on_delta, loop.stored, loop.max_depth = parent.on_delta, stored, parent.max_depth
+        runner = child.runner(loop, task, history, mine, mode)
+        events = runner.recover(mine) if mine else runner.start(task)
+        try:
+            async for event in events:
+                if isinstance(event, AnswerEvent) and event.run == nested:
+                    answer = event
+                yield event
+        except ModelError as error:
+            yield ToolResult(f"Error: {child.name} failed: {type(error).__name__}: {error}", is_error=True)
+            return
+    if answer is None:
+        return  # it asked the user: the parent waits too
+    if answer.status == "done":
+        yield ToolResult(answer.text)
+    else:
+        reason = answer.reason or answer.status
+        yield ToolResult(f"{child.name} stopped before finishing ({reason}); its best answer: {answer.text}", True)
+
+
+async def _history(parent: Loop, path: str, nested: str) -> list[tuple[str, str]]:
+    """The earlier tasks and answers of the agent at ``path`` in this session (its memory)."""
+    tasks: dict[tuple[int, str], str] = {}
+    pairs: list[tuple[str, str]] = []
+    for event in await parent.store.events(parent.session):
+        if event.agent != path or event.run == nested:
+            continue
+        key = (event.turn, event.run)
+        if isinstance(event, UserEvent) and key not in tasks:
+            tasks[key] = event.text
+        elif isinstance(event, AnswerEvent) and key in tasks:
+            pairs.append((tasks[key], event.text))
+    return pairs
+
+
+def usage_by_agent(events: list[Event]) -> dict[str, Usage]:
+    """Tokens used by the model calls among ``events``, by agent path."""
+    totals: dict[str, Usage] = {}
+    for event in events:
+        usage = getattr(event, "usage", None)
+        if usage is not None:
+            totals[event.agent] = totals.get(event.agent, Usage()) + usage
+    return totals
+
+
+__all__ = ["SubAgent", "delegate", "usage_by_agent"]

@@ -1,0 +1,27 @@
+"""``reactchat ask --plan``: the plan, each step's run indented under it, the answer."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from test_cli import reactchat, write_script
+
+
+def test_ask_plan_prints_the_checklist_and_the_steps_indented(tmp_path: Path) -> None:
+    model = write_script(
+        tmp_path / "replies.txt",
+        json.dumps({"steps": [{"task": "compute 80.16 * 1.15"}]}),
+        ' Multiply.\nAction: calculator\nAction Input: {"expression": "80.16 * 1.15"}',
+        " Done.\nFinal Answer: 92.184",
+        json.dumps({"action": "answer", "answer": "92.184 with the markup"}),
+    )
+    done = reactchat("ask", "--plan", "80.16 plus 15%?", "--model", model, "--db", str(tmp_path / "s.db"), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["Plan:", "  1. [ ] compute 80.16 * 1.15"]
+    assert "  [step 1] Task: compute 80.16 * 1.15" in lines
+    assert '  [step 1] Action: calculator {"expression": "80.16 * 1.15"}' in lines
+    assert "  [step 1] Observation: 92.184" in lines
+    assert "Action: agent" in done.stdout and "Observation: 92.184" in done.stdout
+    assert lines[-1] == "Final Answer: 92.184 with the markup"

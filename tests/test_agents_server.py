@@ -1,0 +1,111 @@
+"""Sub-agents and plans over HTTP: SSE frames with agent paths, the plan in the session view,
+the OpenAI endpoint's reasoning, and a question at depth 2 answered on another worker."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from openai import OpenAI
+
+from agents_team import team_app
+from test_server_support import free_port, parse_sse, running
+
+TESTS = Path(__file__).parent
+
+
+def test_sse_frames_carry_the_agent_path_and_the_session_shows_the_plan(tmp_path: Path) -> None:
+    with running(team_app("memory:", str(tmp_path / "effects"), "plan", "w1,2")) as base:
+        session = httpx.post(f"{base}/v1/sessions").json()["session"]
+        frames = parse_sse(httpx.post(f"{base}/v1/sessions/{session}/messages", json={"message": "Bump."}).text)
+        kinds = [(kind, data.get("agent")) for kind, data in frames[:-1]]
+        assert (
+            ("plan", "boss") in kinds and ("user", "boss/step 1/worker") in kinds and ("answer", "boss/step 2") in kinds
+        )
+        end = frames[-1][1]
+        assert end["status"] == "done" and "bumped 1" in end["answer"] and "bumped 2" in end["answer"]
+        view = httpx.get(f"{base}/v1/sessions/{session}").json()
+        plan = view["turns"][0]["plans"][-1]
+        assert [(s["task"], s["agent"], s["status"]) for s in plan] == [
+            ("bump 1", "worker", "done"),
+            ("bump 2", None, "done"),
+        ]
+        assert plan[0]["result"] == "worked: bumped 1"
+
+
+def test_openai_reasoning_shows_the_sub_agents_steps(tmp_path: Path) -> None:
+    with (
+        running(team_app("memory:", str(tmp_path / "effects"), "deep")) as base,
+        OpenAI(base_url=f"{base}/v1", api_key="none", max_retries=0) as client,
+    ):
+        asked = client.chat.completions.create(model="team", messages=[{"role": "user", "content": "How far?"}])
+        assert asked.choices[0].message.content == "Where are you?"
+        reasoning = asked.choices[0].message.model_extra["reasoning_content"]
+        assert "Action: researcher" in reasoning
+        assert "[researcher] Task: research the distance" in reasoning
+        assert "[researcher/fetcher] Action: ask_user" in reasoning
+        history = [
+            {"role": "user", "content": "How far?"},
+            {"role": "assistant", "content": "Where are you?"},
+            {"role": "user", "content": "Lyon"},
+        ]
+        chunks = list(client.chat.completions.create(model="team", messages=history, stream=True))  # type: ignore[call-overload]
+        streamed = "".join(getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices)
+        content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        assert "[researcher/fetcher] Answer: fetched: Lyon" in streamed
+        assert content == "boss: found: fetched: Lyon"
+
+
+def start_worker(db: str, effects: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
+    port = free_port()
+    env = {**os.environ, "REACTCHAT_DB": db, "REACTCHAT_EFFECTS": str(effects), "REACTCHAT_TEAM": "deep"}
+    command = [sys.executable, "-m", "uvicorn", "--factory", "--app-dir", str(TESTS), "agents_team:app_from_env"]
+    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
+    with log.open("wb") as sink:
+        process = subprocess.Popen(command, env=env, stderr=sink)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{url}/v1/models", timeout=1).status_code == 200:
+                return process, url
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            process.wait()
+            raise RuntimeError(f"worker did not start: {log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.1)
+
+
+def test_a_question_at_depth_two_is_answered_on_another_worker(postgres_url: str, tmp_path: Path) -> None:
+    effects = tmp_path / "effects"
+    workers = [start_worker(postgres_url, effects, tmp_path / f"{name}.log") for name in "ab"]
+    try:
+        (_, a), (_, b) = workers
+        session = httpx.post(f"{a}/v1/sessions").json()["session"]
+        frames = parse_sse(httpx.post(f"{a}/v1/sessions/{session}/messages", json={"message": "How far?"}).text)
+        end = frames[-1][1]
+        assert end["status"] == "waiting" and end["question"] == "Where are you?"
+        view = httpx.get(f"{b}/v1/sessions/{session}").json()
+        assert view["status"] == "waiting" and view["pending"]["reply_to"] == end["reply_to"]
+        answer = {"message": "Lyon", "reply_to": end["reply_to"]}
+        frames = parse_sse(httpx.post(f"{b}/v1/sessions/{session}/messages", json=answer, timeout=30).text)
+        assert frames[-1][1]["answer"] == "boss: found: fetched: Lyon"
+        assert [data["agent"] for kind, data in frames[:3]] == ["boss/researcher/fetcher"] * 3
+        again = httpx.post(f"{a}/v1/sessions/{session}/messages", json=answer)
+        assert again.status_code == 409  # AlreadyAnswered, on the other worker
+        assert effects.read_text().count("\n") == 1
+    finally:
+        for process, _ in workers:
+            process.terminate()
+        for process, _ in workers:
+            try:
+                process.wait(10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
