@@ -23,5 +23,6 @@ def test_ask_plan_prints_the_checklist_and_the_steps_indented(tmp_path: Path) ->
     assert "  [step 1] Task: compute 80.16 * 1.15" in lines
     assert '  [step 1] Action: calculator {"expression": "80.16 * 1.15"}' in lines
     assert "  [step 1] Observation: 92.184" in lines
-    assert "Action: agent" in done.stdout and "Observation: 92.184" in done.stdout
+    assert "  [step 1] Answer: 92.184" in lines
+    assert 'Action: reactchat {"task": "compute 80.16 * 1.15"}' in lines and "Observation: 92.184" in done.stdout
     assert lines[-1] == "Final Answer: 92.184 with the markup"

@@ -129,7 +129,7 @@ def _nested(event: Event, line: str) -> str:
         return line
     below = event.agent.split("/", 1)[1]
     indent = "  " * below.count("/") + "  "
-    return "\n".join(f"{indent}{'[' + below + '] ' if i == 0 else ''}{part}" for i, part in enumerate(line.split("\n")))
+    return "\n".join(f"{indent}[{below}] {part}" for part in line.split("\n"))
 
 
 def _describe(event: Event) -> str | None:
@@ -159,7 +159,7 @@ def _describe(event: Event) -> str | None:
     if isinstance(event, AnswerEvent):
         prefix = f"Thought: {event.thought}\n" if event.thought else ""
         note = f" (stopped: {event.reason}; best effort)" if event.status == "stopped" else ""
-        return f"{prefix}Final Answer{note}: {event.text}"
+        return f"{prefix}{'Answer' if event.run else 'Final Answer'}{note}: {event.text}"
     if isinstance(event, ErrorEvent):
         return (
             f"Format error, correction sent: {event.message}" if event.kind == "format" else f"Error: {event.message}"
