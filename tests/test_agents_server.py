@@ -3,19 +3,14 @@ the OpenAI endpoint's reasoning, and a question at depth 2 answered on another w
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import httpx
 from openai import OpenAI
 
 from agents_team import team_app
-from test_server_support import free_port, parse_sse, running
-
-TESTS = Path(__file__).parent
+from test_server_support import parse_sse, running, start_worker
 
 
 def test_sse_frames_carry_the_agent_path_and_the_session_shows_the_plan(tmp_path: Path) -> None:
@@ -60,31 +55,11 @@ def test_openai_reasoning_shows_the_sub_agents_steps(tmp_path: Path) -> None:
         assert content == "boss: found: fetched: Lyon"
 
 
-def start_worker(db: str, effects: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {**os.environ, "REACTCHAT_DB": db, "REACTCHAT_EFFECTS": str(effects), "REACTCHAT_TEAM": "deep"}
-    command = [sys.executable, "-m", "uvicorn", "--factory", "--app-dir", str(TESTS), "agents_team:app_from_env"]
-    command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning"]
-    with log.open("wb") as sink:
-        process = subprocess.Popen(command, env=env, stderr=sink)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{url}/v1/models", timeout=1).status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            process.wait()
-            raise RuntimeError(f"worker did not start: {log.read_text(errors='replace')[-2000:]}")
-        time.sleep(0.1)
-
-
 def test_a_question_at_depth_two_is_answered_on_another_worker(postgres_url: str, tmp_path: Path) -> None:
     effects = tmp_path / "effects"
-    workers = [start_worker(postgres_url, effects, tmp_path / f"{name}.log") for name in "ab"]
+    env = {"REACTCHAT_EFFECTS": str(effects), "REACTCHAT_TEAM": "deep"}
+    factory = "agents_team:app_from_env"
+    workers = [start_worker(postgres_url, tmp_path / f"{name}.log", factory, **env) for name in "ab"]
     try:
         (_, a), (_, b) = workers
         session = httpx.post(f"{a}/v1/sessions").json()["session"]

@@ -7,10 +7,7 @@ needed to carry on.
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,40 +15,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from test_server_support import free_port, parse_sse
-
-TESTS = Path(__file__).parent
-
-
-def start_worker(db: str, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
-    env = {**os.environ, "REACTCHAT_DB": db}
-    env.pop("REACTCHAT_TOKEN", None)
-    command = [sys.executable, "-m", "uvicorn", "--factory", "--app-dir", str(TESTS)]
-    command += [
-        "test_server_support:app_from_env",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-        "--log-level",
-        "warning",
-    ]
-    with log.open("wb") as sink:  # a file, not a pipe: a chatty worker must never block on a full pipe
-        process = subprocess.Popen(command, env=env, stderr=sink)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            if httpx.get(f"{url}/v1/models", timeout=1).status_code == 200:
-                return process, url
-        except httpx.TransportError:
-            pass
-        if process.poll() is not None or time.monotonic() > deadline:
-            process.kill()
-            process.wait()
-            raise RuntimeError(f"worker did not start: {log.read_text(errors='replace')[-2000:]}")
-        time.sleep(0.1)
+from test_server_support import parse_sse, start_worker
 
 
 @pytest.fixture

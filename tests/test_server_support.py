@@ -11,12 +11,16 @@ import json
 import os
 import re
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import httpx
 import uvicorn
 
 from reactchat import Agent
@@ -178,3 +182,37 @@ def parse_sse(text: str) -> list[tuple[str, dict[str, Any]]]:
         if data:
             frames.append((kind, json.loads(data)))
     return frames
+
+
+def start_worker(
+    db: str, log: Path, factory: str = "test_server_support:app_from_env", **env_vars: str
+) -> tuple[subprocess.Popen[bytes], str]:
+    """A uvicorn worker process serving ``factory`` (a module of tests/) over ``db``."""
+    port = free_port()
+    env = {**os.environ, "REACTCHAT_DB": db, **env_vars}
+    env.pop("REACTCHAT_TOKEN", None)
+    command = [sys.executable, "-m", "uvicorn", "--factory", "--app-dir", str(Path(__file__).parent)]
+    command += [
+        factory,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+    with log.open("wb") as sink:  # a file, not a pipe: a chatty worker must never block on a full pipe
+        process = subprocess.Popen(command, env=env, stderr=sink)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if httpx.get(f"{url}/v1/models", timeout=1).status_code == 200:
+                return process, url
+        except httpx.TransportError:
+            pass
+        if process.poll() is not None or time.monotonic() > deadline:
+            process.kill()
+            process.wait()
+            raise RuntimeError(f"worker did not start: {log.read_text(errors='replace')[-2000:]}")
+        time.sleep(0.1)
