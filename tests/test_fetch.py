@@ -19,7 +19,15 @@ import pytest
 
 from reactchat import Agent, ScriptedModel
 from reactchat.knowledge import KnowledgeBase, attach
-from reactchat.toolbox import FetchPolicy, FetchRefused, fetch, fetch_url_tool, links_in, read_link
+from reactchat.toolbox import (
+    FetchPolicy,
+    FetchRefused,
+    fetch,
+    fetch_url_tool,
+    links_in,
+    read_link,
+    read_links_in_messages,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from tinypdf import make_pdf
@@ -280,5 +288,22 @@ async def test_a_refused_link_is_an_observation_not_a_crash() -> None:
     step = result.steps[0]
     assert step.is_error and "169.254.169.254, a link-local address" in (step.observation or "")
     assert await kb.files(result.session) == []
+    await kb.close()
+    await agent.store.close()
+
+
+async def test_a_link_in_the_message_is_read_before_the_turn(site: str, caplog: pytest.LogCaptureFixture) -> None:
+    search = " I search the page.\nAction: search_files\nAction Input: " + json.dumps({"query": "Valentine"})
+    model = ScriptedModel([search, " I know it.\nFinal Answer: demand doubles"])
+    agent = Agent(model=model, tools=[fetch_url_tool(LOCAL)])
+    kb = attach(agent)
+    read_links_in_messages(agent, LOCAL)
+    message = f"Why is February dearer? {site}/roses (and http://169.254.169.254/latest/meta-data/)"
+    result = await agent.arun(message)
+    assert "search_files" in [t.name for t in model.requests[0].react_tools]
+    assert "[1] Rose prices in 2026 (127.0.0.1).md" in (result.steps[0].observation or "")
+    assert [f.name for f in await kb.files(result.session)] == ["Rose prices in 2026 (127.0.0.1).md"]
+    assert "the link http://169.254.169.254/latest/meta-data/ in a message" in caplog.text  # refused, logged
+    assert result.steps[0].tool == "search_files"
     await kb.close()
     await agent.store.close()

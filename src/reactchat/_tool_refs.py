@@ -12,10 +12,13 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from reactchat.errors import ConfigError
 from reactchat.tools import Tool, Toolset
+
+if TYPE_CHECKING:
+    from reactchat.agent import Agent
 
 #: the environment variable for ``--tools``
 ENV_TOOLS = "REACTCHAT_TOOLS"
@@ -68,6 +71,14 @@ def configured_tools(tools: str | None = None, mcp: str | None = None) -> list[A
     if importlib.util.find_spec("trafilatura") is not None and importlib.util.find_spec("httpx") is not None:
         found.append(fetch_url)
     return found
+
+
+def read_links_if_fetching(agent: Agent) -> None:
+    """Links in messages are read like ``fetch_url`` calls when the agent has ``fetch_url``."""
+    from reactchat.toolbox import fetch_url, read_links_in_messages
+
+    if fetch_url in agent.tools:
+        read_links_in_messages(agent)
 
 
 async def close_tools(tools: list[Any]) -> None:

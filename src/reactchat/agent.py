@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from reactchat.approval import Policy
 from reactchat.core import Transcript
 from reactchat.errors import AlreadyAnswered, ConfigError, InsideEventLoop, SessionBusy, SessionNotFound
 from reactchat.guards import DEFAULT_MAX_OBSERVATION
@@ -42,6 +43,8 @@ Mode = Literal["reflect", "plan", "react"]
 SessionTools = Callable[[str, Store], Awaitable[Sequence[Tool]]]
 #: on_turn_end(session, store, status): status is the final answer's (``done``, ``stopped``...)
 TurnEnd = Callable[[str, Store, str], Awaitable[None]]
+#: new_message(session, store, text): a message that starts a new turn, before the turn runs
+NewMessage = Callable[[str, Store, str], Awaitable[None]]
 
 
 @dataclass
@@ -50,12 +53,20 @@ class Hooks:
 
     ``session_tools`` add tools per session at the start of each turn; ``turn_end`` run
     once a turn has its final answer, before the answer is yielded. A turn paused on a
-    question is not over: it ends once, when it answers.
+    question is not over: it ends once, when it answers. ``new_message`` hooks see a
+    message that starts a new turn before the turn's tools are chosen (links in it are
+    read this way: ``reactchat.toolbox.read_links_in_messages``).
     """
 
     store: Callable[[], Store]
     session_tools: list[SessionTools] = field(default_factory=list)
     turn_end: list[TurnEnd] = field(default_factory=list)
+    new_message: list[NewMessage] = field(default_factory=list)
+
+    async def message_arrived(self, session: str, text: str) -> None:
+        """Run the ``new_message`` hooks for a message that starts a turn."""
+        for hook in self.new_message:
+            await hook(session, self.store(), text)
 
     async def tools_for(self, session: str, store: Store) -> list[Tool]:
         """The tools every ``session_tools`` hook adds for ``session``."""
@@ -118,6 +129,7 @@ class Agent:
         max_plan_steps: int = 8,
         reflect: Reflexion | None = None,
         max_depth: int = 3,
+        approval: Policy | None = None,
     ) -> None:
         if protocol not in ("react", "native"):
             raise ConfigError(f"protocol must be 'react' or 'native', not {protocol!r}")
@@ -161,6 +173,8 @@ class Agent:
         self.max_plan_steps = max_plan_steps
         self.reflect = reflect
         self.max_depth = max_depth
+        #: policy(tool name, arguments) -> whether a human approves the call first (any tool, MCP ones too)
+        self.approval = approval
         self.hooks = Hooks(lambda: self.store)
         if session_tools is not None:
             self.hooks.session_tools.append(session_tools)

@@ -170,7 +170,7 @@ def _describe(event: Event) -> str | None:
 def build_agent(args: argparse.Namespace) -> object:
     """The agent the command runs: the built-in tools, those of ``--tools`` and ``--mcp``,
     on the chosen model and store."""
-    from reactchat._tool_refs import configured_tools
+    from reactchat._tool_refs import configured_tools, read_links_if_fetching
     from reactchat.agent import Agent
     from reactchat.toolbox import calculator
 
@@ -186,6 +186,7 @@ def build_agent(args: argparse.Namespace) -> object:
     from reactchat.knowledge import attach
 
     attach(agent, retention=args.retention)  # uploaded files: search_files while they live
+    read_links_if_fetching(agent)  # and the pages of links in messages
     return agent
 
 
@@ -220,7 +221,10 @@ async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if result.status == "waiting":
         if not args.json:
             print(f"\nThe agent asks: {result.question}", file=out)
-            print(f'Answer with: reactchat ask --session {result.session} "your answer"', file=out)
+            if result.pending is not None and result.pending.kind == "approval":
+                print(f'Approve with: reactchat ask --session {result.session} yes  (or "no, and why")', file=out)
+            else:
+                print(f'Answer with: reactchat ask --session {result.session} "your answer"', file=out)
         return EXIT_WAITING
     return EXIT_STOPPED if result.status == "stopped" else 0
 

@@ -18,6 +18,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from reactchat import approval
+from reactchat.approval import Policy
 from reactchat.core import Call, FormatError, ToolResult, Transcript
 from reactchat.guards import RepeatGuard, truncate, unknown_tool
 from reactchat.messages import (
@@ -75,6 +77,8 @@ class Loop:
     services: dict[str, Any] = field(default_factory=dict)
     #: where a streaming model's text goes as it comes (``Agent.stream(deltas=True)``)
     on_delta: Callable[[str], Any] | None = None
+    #: ``Agent(approval=...)``: policy(tool name, arguments) -> whether a human approves the call first
+    approval: Policy | None = None
     step: int = 0
     #: the OpenTelemetry span of this run (``tracing.NO_TRACE`` when not traced)
     trace: TurnTrace = NO_TRACE
@@ -96,12 +100,16 @@ class Loop:
     async def resume(self, pending: Pending, reply: str) -> AsyncIterator[Event]:
         """Continue a run that waits on ``pending`` with the user's ``reply`` as its observation.
 
-        (Approval requests, ``pending.kind == "approval"``, are to be decided here too: the
-        reply runs, edits or refuses the call.)
+        For an approval request (``pending.kind == "approval"``) the reply decides the
+        call instead: it runs as it is, runs with the user's arguments, or is refused
+        with the user's reason as its observation (``reactchat.approval``).
         """
         self.step = max(self.step, pending.step)
         yield await self.emit(UserEvent(text=reply))
-        yield await self.observe(Call(pending.call_id, pending.tool, pending.input), ToolResult(reply))
+        call = Call(pending.call_id, pending.tool, pending.input)
+        started = time.perf_counter()
+        result = await self.decide(call, reply) if pending.kind == "approval" else ToolResult(reply)
+        yield await self.observe(call, result, time.perf_counter() - started)
         async for event in self.invoke():
             yield event
 
@@ -236,7 +244,7 @@ class Loop:
             except PauseForUser as pause:
                 if question is None and not waiting:
                     question = QuestionEvent(
-                        call_id=call.call_id, question=pause.question, trace=self.trace.traceparent
+                        call_id=call.call_id, question=pause.question, kind=pause.kind, trace=self.trace.traceparent
                     )
                     yield await self.emit(question)
                     continue  # the observation is the user's answer, recorded on resume
@@ -270,6 +278,26 @@ class Loop:
                 seconds=seconds,
             )
         )
+
+    def needs_approval(self, tool: Tool, arguments: dict[str, Any]) -> bool:
+        """Whether a human must approve this call before it runs (the tool's or the agent's rule)."""
+        rule = tool.approval
+        if rule is True or (callable(rule) and rule(arguments)):
+            return True
+        return self.approval is not None and self.approval(tool.name, arguments)
+
+    async def decide(self, call: Call, reply: str) -> ToolResult:
+        """Run, run with edited arguments, or refuse a call that waited for approval."""
+        verdict = approval.decide(reply, call.input)
+        if not verdict.approved:
+            return ToolResult(approval.refusal(verdict))
+        try:
+            result = await self.execute(Call(call.call_id, call.tool, verdict.arguments), approved=True)
+        except PauseForUser:
+            result = ToolResult(ONE_QUESTION, is_error=True)
+        if verdict.edited:
+            result = ToolResult(approval.edited_note(verdict.arguments) + result.text, result.is_error, result.cut)
+        return result
 
     async def run_call(self, call: Call) -> AsyncIterator[Event | ToolResult]:
         """Run one call: its ``ToolResult``, after the events of the run it starts when the tool
@@ -313,14 +341,17 @@ class Loop:
             return ToolResult(self.repeats.refuse(name, previous), is_error=True)
         return tool, arguments, key
 
-    async def execute(self, call: Call, admitted: Admitted | None = None) -> ToolResult:
-        """Run one call of a plain tool (raises ``PauseForUser``); see ``admit`` for the guards
-        (``admitted``: what ``admit`` already said about this call)."""
+    async def execute(self, call: Call, admitted: Admitted | None = None, approved: bool = False) -> ToolResult:
+        """Run one call of a plain tool (raises ``PauseForUser``, also to ask a human to approve
+        the call unless ``approved``); see ``admit`` for the guards (``admitted``: what
+        ``admit`` already said about this call)."""
         checked = admitted or self.admit(call)
         if isinstance(checked, ToolResult):
             return checked
         tool, arguments, key = checked
         name = call.tool
+        if not approved and self.needs_approval(tool, arguments):
+            raise PauseForUser(approval.question(name, arguments), kind="approval")
         context = RunContext(
             self.session, self.turn, call.call_id, self.store, self.deps, self.services, self.agent, self.run
         )
@@ -442,17 +473,27 @@ class Loop:
         interrupted (``ObservationEvent.interrupted``), never silently re-run.
         """
         answered = {e.call_id for e in events if isinstance(e, ObservationEvent)}
-        asked = {e.call_id for e in events if isinstance(e, QuestionEvent)}
+        asked = {e.call_id: e.kind for e in events if isinstance(e, QuestionEvent)}
         replies = _unrecorded_replies(events, answered)
         for event in events:
             if not isinstance(event, ActionEvent):
                 continue
             call = Call(event.call_id, event.tool, event.input)
-            if call.call_id in replies:
+            if call.call_id in replies and asked[call.call_id] == "approval":
+                # the decision is durable, the call's effect is not known: decide again, but
+                # run it only if it is safe to run twice
+                self.step = max(self.step, event.step)
+                tool = self.tools.get(call.tool)
+                verdict = approval.decide(replies[call.call_id], call.input)
+                if verdict.approved and (tool is None or not tool.idempotent):
+                    yield await self.observe(call, ToolResult(INTERRUPTED, is_error=True), interrupted=True)
+                else:
+                    yield await self.observe(call, await self.decide(call, replies[call.call_id]))
+            elif call.call_id in replies:
                 # the user's answer is durable; only its observation was lost
                 self.step = max(self.step, event.step)
                 yield await self.observe(call, ToolResult(replies[call.call_id]))
-            elif call.call_id not in answered | asked:
+            elif call.call_id not in answered | asked.keys():
                 self.step = event.step
                 tool = self.tools.get(call.tool)
                 if tool is None or not tool.idempotent:
@@ -469,7 +510,7 @@ class Loop:
                 except PauseForUser as pause:
                     # the question was never stored, so never seen: ask it now; the run waits
                     question = QuestionEvent(
-                        call_id=call.call_id, question=pause.question, trace=self.trace.traceparent
+                        call_id=call.call_id, question=pause.question, kind=pause.kind, trace=self.trace.traceparent
                     )
                     yield await self.emit(question)
                     continue

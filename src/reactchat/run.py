@@ -84,6 +84,7 @@ async def make_loop(
         deps=agent.deps,
         services=agent.services,
         max_depth=agent.max_depth,
+        approval=agent.approval,
     )
 
 
@@ -204,6 +205,7 @@ class Run:
                 yield event
         else:
             turn = Turn(last.index + 1 if last else 1, self.message)
+            await self.agent.hooks.message_arrived(self.session, self.message)
             loop = await self._loop(state, turn)
             async for event in self._track(loop.start(self.message), turn, Outcome()):
                 yield event

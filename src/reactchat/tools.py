@@ -19,7 +19,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -63,9 +63,11 @@ class PauseForUser(Exception):
     observation of this tool call and the reasoning continues from there.
     """
 
-    def __init__(self, question: str) -> None:
+    def __init__(self, question: str, kind: Literal["question", "approval"] = "question") -> None:
         super().__init__(question)
         self.question = question
+        #: ``approval``: the engine asks whether a call may run (see ``reactchat.approval``)
+        self.kind = kind
 
 
 class ToolInputError(Exception):
@@ -121,6 +123,7 @@ class Tool:
         volatile: bool = False,
         idempotent: bool = False,
         max_chars: int | None = None,
+        approval: bool | Callable[[dict[str, Any]], bool] = False,
     ) -> None:
         self.fn = fn
         self.name = name or fn.__name__
@@ -136,6 +139,8 @@ class Tool:
         self.idempotent = idempotent
         #: per-tool observation limit in characters (None: the agent's default)
         self.max_chars = max_chars
+        #: a human approves each call first (True), or those for which ``approval(arguments)`` is true
+        self.approval = approval
         self.is_async = inspect.iscoroutinefunction(fn)
         #: the loop runs it through ``stream`` (a sub-agent: its events are the caller's to yield)
         self.streams = False
@@ -326,6 +331,7 @@ def tool(
     volatile: bool = False,
     idempotent: bool = False,
     max_chars: int | None = None,
+    approval: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> Callable[[F], Tool]: ...
 
 
@@ -335,7 +341,8 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Tool | Call
     Options: ``name``, ``description`` (default: the docstring), ``return_direct`` (the
     output is the final answer), ``timeout`` in seconds, ``volatile`` (the result changes
     over time, so identical calls may repeat), ``idempotent`` (safe to re-run after a
-    crash), ``max_chars`` (observation limit for this tool).
+    crash), ``max_chars`` (observation limit for this tool), ``approval`` (True, or a
+    function of the arguments: the run waits for a human's yes before the call runs).
     """
     if fn is not None:
         return Tool(fn, **options)

@@ -29,14 +29,14 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from reactchat._tool_refs import close_tools
+from reactchat._tool_refs import close_tools, read_links_if_fetching
 from reactchat.agent import Agent
 from reactchat.report import turn_view
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
 from reactchat.server._guard import USER, Guard, Rate, owner
 from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, errors, streamed
-from reactchat.server._turns import Turns, failure_event, sse, summary
+from reactchat.server._turns import Turns, failure_event, pending_view, sse, summary
 from reactchat.session import SessionState
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
 
@@ -196,13 +196,15 @@ def default_agent(config: ServerConfig, store: Store) -> Agent:
     ``config.tools`` (``create_app`` adds the uploaded files' ``search_files``)."""
     from reactchat.toolbox import calculator
 
-    return Agent(
+    agent = Agent(
         model=config.model,
         tools=[calculator, *config.tools],
         protocol=config.protocol,
         max_steps=config.max_steps,
         store=store,
     )
+    read_links_if_fetching(agent)
+    return agent
 
 
 def error(status: int, message: str, kind: str) -> JSONResponse:
@@ -349,7 +351,7 @@ async def session_view(server: Server, session: str) -> dict[str, Any]:
     return {
         "session": session,
         "status": status,
-        "pending": {"question": pending.question, "reply_to": pending.call_id} if pending else None,
+        "pending": pending_view(pending),
         "turns": [turn_view(turn) for turn in state.turns],
         "history": state.history(),
         "files": await server.files.list(session) if server.files is not None else [],

@@ -18,7 +18,7 @@ from typing import Any
 from reactchat.agent import Agent
 from reactchat.messages import DeltaEvent, ErrorEvent, Event
 from reactchat.models import ModelError
-from reactchat.session import Outcome
+from reactchat.session import Outcome, Pending
 from reactchat.usage import total
 
 log = logging.getLogger("reactchat.server")
@@ -181,6 +181,22 @@ def summary(session: str, events: list[Event], failed: bool = False) -> dict[str
         "question": pending.question if pending else None,
         "reply_to": pending.call_id if pending else None,
         "usage": total([e for e in events if e.turn == last]).to_dict(),
+        "pending": pending_view(pending),
+    }
+
+
+def pending_view(pending: Pending | None) -> dict[str, Any] | None:
+    """What a waiting session waits for, for JSON: ``kind`` (``question`` or ``approval``),
+    the question, ``reply_to``, and the tool and arguments of the call it belongs to."""
+    if pending is None:
+        return None
+    return {
+        "kind": pending.kind,
+        "question": pending.question,
+        "reply_to": pending.call_id,
+        "tool": pending.tool,
+        "input": pending.input,
+        "agent": pending.agent,
     }
 
 

@@ -16,6 +16,7 @@ from reactchat.toolbox._fetch import (
     fetch_url_tool,
     links_in,
     read_link,
+    read_links_in_messages,
 )
 from reactchat.toolbox._web_search import (
     ENV_SEARCH,
@@ -54,6 +55,7 @@ __all__ = [
     "fetch_url_tool",
     "links_in",
     "read_link",
+    "read_links_in_messages",
     "resolve_backend",
     "web_search",
     "web_search_tool",

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
 import os
 import re
 import socket
@@ -29,7 +30,11 @@ from reactchat.errors import ReactchatError
 from reactchat.tools import RunContext, Tool
 
 if TYPE_CHECKING:
+    from reactchat.agent import Agent
     from reactchat.knowledge import FileInfo, KnowledgeBase
+    from reactchat.store import Store
+
+log = logging.getLogger("reactchat.fetch")
 
 #: comma-separated networks, addresses and host names that may be fetched although private
 ENV_ALLOW = "REACTCHAT_FETCH_ALLOW"
@@ -302,6 +307,27 @@ def links_in(text: str) -> list[str]:
     """The http(s) URLs in a message, in order, without trailing punctuation."""
     found = [m.group(0).rstrip(".,;:!?)]}»”’") for m in _URL.finditer(text)]
     return list(dict.fromkeys(found))
+
+
+def read_links_in_messages(agent: Agent, policy: FetchPolicy | None = None, *, limit: int = 3) -> None:
+    """Read the links of each message that starts a turn into the session's files first,
+    so the turn can search them (``search_files``) and cite them like uploads. A link
+    that is refused or fails is logged and skipped: the model can still try ``fetch_url``.
+    Needs ``reactchat.knowledge.attach(agent)``.
+    """
+
+    async def read(session: str, store: Store, text: str) -> None:
+        from reactchat.knowledge import FileRejected, KnowledgeBase
+        from reactchat.knowledge._tool import SERVICE
+
+        kb: KnowledgeBase = agent.services.get(SERVICE) or KnowledgeBase.for_store(store)
+        for url in links_in(text)[:limit]:
+            try:
+                await read_link(kb, session, url, policy)
+            except (FetchRefused, FileRejected) as exc:
+                log.warning("the link %s in a message of session %s was not read: %s", url, session, exc)
+
+    agent.hooks.new_message.append(read)
 
 
 def fetch_url_tool(policy: FetchPolicy | None = None, *, budget: int = DEFAULT_BUDGET) -> Tool:

@@ -112,11 +112,36 @@ function showUsage(usage) {
   div.title = usage.unpriced && usage.unpriced.length ? `not in the price table: ${usage.unpriced.join(", ")}` : "";
 }
 
+// What the session waits for: a question, or (kind "approval") a tool call that needs
+// a yes: Approve sends "yes", Refuse sends "no" with the composer's text as the reason.
 function setPending(pending) {
   replyTo = pending ? pending.reply_to : null;
-  $("pending").hidden = !pending;
-  $("pending").textContent = pending ? `The agent asks: ${pending.question}` : "";
-  $("input").placeholder = pending ? "Your answer…" : "Ask something…";
+  const box = $("pending");
+  const approval = Boolean(pending && pending.kind === "approval");
+  box.hidden = !pending;
+  box.replaceChildren();
+  if (pending) {
+    const text = document.createElement("span");
+    text.textContent = approval ? pending.question : `The agent asks: ${pending.question}`;
+    box.append(text);
+  }
+  if (approval) {
+    const refuse = () => {
+      const why = $("input").value.trim();
+      $("input").value = "";
+      return why ? `no, ${why}` : "no";
+    };
+    for (const [label, reply] of [["Approve", () => "yes"], ["Refuse", refuse]]) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = label;
+      button.dataset.testid = label.toLowerCase();
+      button.addEventListener("click", () => { if (!busy) send(reply()); });
+      box.append(button);
+    }
+  }
+  $("input").placeholder = approval ? "A reason to refuse, or the arguments as JSON…"
+    : pending ? "Your answer…" : "Ask something…";
 }
 
 function setBusy(value) {
@@ -231,7 +256,7 @@ function frame(block) {
   if (pending) pending.remove();
   setStatus(payload.status === "interrupted" ? "The turn was interrupted; send a message to continue."
     : payload.status === "cancelled" ? STATUS.cancelled : "");
-  setPending(payload.status === "waiting" ? { question: payload.question, reply_to: payload.reply_to } : null);
+  setPending(payload.status === "waiting" ? payload.pending : null);
   if (payload.status !== "waiting") showUsage(payload.usage);
   if (payload.files) showFiles(payload.files);
 }
