@@ -56,6 +56,7 @@ def test_a_turn_streams_every_step_then_the_end(client: httpx.Client) -> None:
         "reason": "",
         "question": None,
         "reply_to": None,
+        "pending": None,
         "files": [],
     }
     # the turn's two model calls; the rule model reports no usage, so it is estimated
@@ -101,7 +102,10 @@ def test_a_question_pauses_the_turn_and_the_next_message_answers_it(client: http
 
     view = client.get(f"/v1/sessions/{session}").json()
     assert view["status"] == "waiting"
-    assert view["pending"] == {"question": "Where are you?", "reply_to": reply_to}
+    pending = view["pending"]
+    assert (pending["kind"], pending["question"], pending["reply_to"]) == ("question", "Where are you?", reply_to)
+    assert (pending["tool"], pending["input"]) == ("ask_user", {"question": "Where are you?"})
+    assert end["pending"] == pending
 
     frames = say(client, session, "Lyon", reply_to=reply_to)
     assert frames[-1][1]["status"] == "done"
