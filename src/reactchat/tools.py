@@ -358,14 +358,16 @@ def as_tool(obj: Any) -> Tool:
     a LangChain tool where tools are expected."""
     if isinstance(obj, Tool):
         return obj
+    from reactchat.langchain import from_langchain, is_langchain_tool
+
+    if is_langchain_tool(obj):  # before as_tool: LangChain's Runnable.as_tool is another thing (a beta API)
+        return from_langchain(obj)
     agent_tool = getattr(obj, "as_tool", None)
     if callable(agent_tool):
         made = agent_tool()
         if isinstance(made, Tool):
             return made
-    from reactchat.langchain import from_langchain, is_langchain_tool
-
-    return from_langchain(obj) if is_langchain_tool(obj) else Tool(obj)
+    return Tool(obj)
 
 
 @runtime_checkable
