@@ -362,11 +362,10 @@ def as_tool(obj: Any) -> Tool:
 
     if is_langchain_tool(obj):  # before as_tool: LangChain's Runnable.as_tool is another thing (a beta API)
         return from_langchain(obj)
-    agent_tool = getattr(obj, "as_tool", None)
-    if callable(agent_tool):
-        made = agent_tool()
-        if isinstance(made, Tool):
-            return made
+    from reactchat.agent import Agent
+
+    if isinstance(obj, Agent):
+        return obj.as_tool()
     return Tool(obj)
 
 
