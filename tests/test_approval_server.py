@@ -6,19 +6,18 @@ calculation with a 9 in it wait for approval.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from openai import OpenAI
-from playwright.sync_api import Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
 from reactchat import Agent
 from reactchat.server import ServerConfig, create_app
 from reactchat.toolbox import calculator
+from test_page import browser, page  # noqa: F401 - the page tests' Chromium, over this module's server
 from test_server_support import RuleModel, running
 
 
@@ -73,27 +72,7 @@ def test_openai_endpoint_asks_and_the_next_message_decides(base: str) -> None:
         assert second.choices[0].message.content == "20"
 
 
-CHROMIUM = os.environ.get("REACTCHAT_CHROMIUM", "/usr/bin/chromium")
-
-
-@pytest.fixture
-def page(base: str) -> Iterator[Page]:
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"the page tests need Chromium at {CHROMIUM}: apt-get install chromium (or set REACTCHAT_CHROMIUM)")
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--headless", "--disable-gpu"])
-        context = browser.new_context(base_url=base)
-        context.set_default_timeout(10_000)
-        page = context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda exc: errors.append(str(exc)))
-        page.goto("/")
-        yield page
-        browser.close()
-        assert not errors, f"the page raised: {errors}"
-
-
-def test_the_page_approves_and_refuses_with_buttons(page: Page) -> None:
+def test_the_page_approves_and_refuses_with_buttons(page: Page) -> None:  # noqa: F811 - the imported fixture
     page.get_by_test_id("input").fill("compute 9+1")
     page.get_by_test_id("input").press("Enter")
     expect(page.get_by_test_id("pending")).to_contain_text("The agent wants to run calculator")
