@@ -1,6 +1,8 @@
 """Load on the HTTP server: many concurrent sessions streaming turns over SSE.
 
     .venv/bin/python benchmarks/server_load.py [--sessions 100] [--turns 5] [--latency 0.05] [--db memory:]
+    .venv/bin/python benchmarks/server_load.py --matrix [--before ../main]   # every store, one run
+    .venv/bin/python benchmarks/server_load.py --sessions 1000 --turns 2 --idle 10000 --db sqlite:///x.db
 
 A real uvicorn process serves a scripted model that takes ``--latency`` seconds per
 call and needs 3 calls per turn (two calculator steps, then the final answer), so a
@@ -10,6 +12,14 @@ the ideal (every turn at 3 × latency, all sessions in parallel), p50/p99 turn l
 and the time to the first SSE event, the server's resident memory per session (its
 growth over the run, divided by the sessions) and the server's CPU time per turn.
 ``--workers N`` starts N server processes on one store and spreads the sessions over them.
+
+``--matrix`` runs memory, SQLite, PostgreSQL with 1 and with 2 workers one after the
+other (each on a fresh database: a new SQLite file, a new PostgreSQL schema) and prints
+them side by side with their ratio to SQLite; ``--before DIR`` adds the same runs with
+the server importing ``DIR/src`` (another checkout, e.g. main's code), each store's
+"before" right beside its "after". ``--idle N`` first fills the store with N sessions of
+one finished turn each, which no client touches. The server's memory is also sampled
+during the run: ``peak`` is the highest RSS above the warmed-up server, per session.
 """
 
 from __future__ import annotations
@@ -24,7 +34,9 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +44,7 @@ import httpx
 
 HERE = Path(__file__).parent
 STEPS = 3
+DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:55432/reactchat_test"
 
 
 class StepModel:
@@ -164,12 +177,14 @@ async def load(ports: list[int], sessions: int, turns: int) -> tuple[float, list
     return time.perf_counter() - started, latencies, firsts
 
 
-def start_server(db: str, latency: float) -> tuple[subprocess.Popen[bytes], int]:
-    """One uvicorn process on a free loopback port, once it answers."""
+def start_server(db: str, latency: float, code: str | None = None) -> tuple[subprocess.Popen[bytes], int]:
+    """One uvicorn process on a free loopback port, once it answers; ``code``: a checkout whose src to run."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     env = {**os.environ, "BENCH_LATENCY": str(latency), "REACTCHAT_DB": db}
+    if code is not None:
+        env["PYTHONPATH"] = str(Path(code).resolve() / "src")
     profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
     command = [sys.executable, *profile, "-m", "uvicorn", "--factory", "--app-dir", str(HERE), "server_load:bench_app"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
@@ -186,16 +201,45 @@ def start_server(db: str, latency: float) -> tuple[subprocess.Popen[bytes], int]
             time.sleep(0.1)
 
 
-def measure(args: argparse.Namespace) -> dict[str, Any]:
+async def fill(db: str, sessions: int) -> None:
+    """``sessions`` idle sessions in the store, each with one finished turn."""
+    from reactchat.messages import AnswerEvent, UserEvent
+    from reactchat.store import resolve_store
+
+    store = resolve_store(db)
+    try:
+        for i in range(sessions):
+            session = await store.create_session()
+            await store.append(
+                UserEvent(session=session, turn=1, text=f"idle question {i}"),
+                AnswerEvent(session=session, turn=1, step=1, text=f"idle answer {i}"),
+            )
+    finally:
+        await store.close()
+
+
+async def sampled(pids: list[int], run: Any) -> tuple[Any, int]:
+    """``run``'s result and the highest total RSS of ``pids`` seen while it ran (every 50 ms)."""
+    task = asyncio.ensure_future(run)
+    peak = 0
+    while not task.done():
+        peak = max(peak, sum(map(rss_kib, pids)))
+        await asyncio.wait([task], timeout=0.05)
+    return task.result(), peak
+
+
+def measure(args: argparse.Namespace, code: str | None = None) -> dict[str, Any]:
     """Run the load against ``args.workers`` servers; the numbers."""
-    servers = [start_server(args.db, args.latency) for _ in range(args.workers)]
+    if args.idle and not args.db.startswith("memory:"):  # a memory store lives in the server
+        asyncio.run(fill(args.db, args.idle))
+    servers = [start_server(args.db, args.latency, code) for _ in range(args.workers)]
     ports = [port for _, port in servers]
     pids = [server.pid for server, _ in servers]
     try:
         asyncio.run(load(ports, 2 * len(ports), 1))  # warm up imports and the first connections
         rss_before, cpu_before = sum(map(rss_kib, pids)), sum(map(cpu_seconds, pids))
         client_before = time.process_time()
-        wall, latencies, firsts = asyncio.run(load(ports, args.sessions, args.turns))
+        (wall, latencies, firsts), peak = asyncio.run(sampled(pids, load(ports, args.sessions, args.turns)))
         client_cpu = time.process_time() - client_before
         rss_after, cpu_after = sum(map(rss_kib, pids)), sum(map(cpu_seconds, pids))
     finally:
@@ -221,6 +265,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "ideal_turn_ms": round(1000 * ideal_turn, 1),
         "first_event_p50_ms": round(1000 * statistics.median(firsts), 1),
         "server_rss_growth_kib_per_session": round((rss_after - rss_before) / args.sessions, 1),
+        "server_rss_peak_kib_per_session": round((peak - rss_before) / args.sessions, 1),
+        "idle_sessions": args.idle,
         "server_rss_mib": round(rss_after / 1024, 1),
         "server_cpu_ms_per_turn": round(1000 * (cpu_after - cpu_before) / total, 2),
         "client_cpu_ms_per_turn": round(1000 * client_cpu / total, 2),
@@ -236,8 +282,10 @@ def report(r: dict[str, Any], db: str) -> None:
     print(f"throughput: {r['turns_per_s']} turns/s (ideal {r['ideal_turns_per_s']}, {r['efficiency']:.0%})")
     print(f"turn latency: p50 {r['turn_p50_ms']} ms, p99 {r['turn_p99_ms']} ms (ideal {r['ideal_turn_ms']} ms)")
     print(f"first SSE event: p50 {r['first_event_p50_ms']} ms")
-    growth = r["server_rss_growth_kib_per_session"]
-    print(f"server memory: {growth} KiB per session (RSS {r['server_rss_mib']} MiB after the run)")
+    growth, peak = r["server_rss_growth_kib_per_session"], r["server_rss_peak_kib_per_session"]
+    idle = f", {r['idle_sessions']} idle sessions in the store" if r["idle_sessions"] else ""
+    print(f"server memory per session: {growth} KiB after the run, {peak} KiB at peak{idle}")
+    print(f"server RSS after the run: {r['server_rss_mib']} MiB")
     cpu = f"server {r['server_cpu_ms_per_turn']} ms, client {r['client_cpu_ms_per_turn']} ms"
     print(f"CPU per turn: {cpu} (machine load average {r['load_average']} on {os.cpu_count()} cores)")
 
@@ -249,8 +297,15 @@ def main() -> None:
     parser.add_argument("--latency", type=float, default=0.05, help="seconds per model call")
     parser.add_argument("--db", default="memory:", help="store URL: memory:, sqlite:///path.db, postgresql://...")
     parser.add_argument("--workers", type=int, default=1, help="server processes (share a SQLite or PostgreSQL db)")
+    parser.add_argument("--idle", type=int, default=0, help="idle sessions put in the store before the run")
+    parser.add_argument("--matrix", action="store_true", help="memory, SQLite, PostgreSQL ×1 and ×2 side by side")
+    parser.add_argument("--before", help="with --matrix: a checkout whose src/ the 'before' servers run")
+    parser.add_argument("--postgres", default=os.environ.get("REACTCHAT_TEST_POSTGRES", DEFAULT_POSTGRES))
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     args = parser.parse_args()
+    if args.matrix:
+        matrix(args)
+        return
     if args.workers > 1 and args.db.startswith("memory:"):
         parser.error("several workers need a shared store: --db sqlite:///path.db or postgresql://...")
     result = measure(args)
@@ -258,6 +313,67 @@ def main() -> None:
         print(json.dumps(result))
     else:
         report(result, args.db)
+
+
+def matrix(args: argparse.Namespace) -> None:
+    """Every store, one after the other, on fresh databases; a table with ratios to SQLite."""
+    import psycopg
+
+    codes: list[tuple[str, str | None]] = [("after", None)]
+    if args.before:
+        codes.insert(0, ("before", args.before))
+    rows: list[tuple[str, str, dict[str, Any]]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, db, workers in (
+            ("memory", "memory:", 1),
+            ("sqlite", "sqlite", 1),
+            ("postgres", "pg", 1),
+            ("postgres", "pg", 2),
+        ):
+            for code_name, code in codes:
+                schema = f"bench_{uuid.uuid4().hex[:10]}"
+                if db == "sqlite":
+                    url = f"sqlite:///{tmp}/{schema}.db"
+                elif db == "pg":
+                    with psycopg.connect(args.postgres, autocommit=True) as conn:
+                        conn.execute(f"CREATE SCHEMA {schema}")
+                    sep = "&" if "?" in args.postgres else "?"
+                    url = f"{args.postgres}{sep}options=-csearch_path%3D{schema}"
+                else:
+                    url = db
+                try:
+                    result = measure(argparse.Namespace(**{**vars(args), "db": url, "workers": workers}), code)
+                finally:
+                    if db == "pg":
+                        with psycopg.connect(args.postgres, autocommit=True) as conn:
+                            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+                label = f"{name} ×{workers}" if name == "postgres" else name
+                rows.append((label, code_name, result))
+                print(f"done: {label} {code_name} (load average {result['load_average']})", file=sys.stderr)
+    print_matrix(args, rows)
+    if args.json:
+        print(json.dumps([{"store": label, "code": code, **r} for label, code, r in rows]))
+
+
+def print_matrix(args: argparse.Namespace, rows: list[tuple[str, str, dict[str, Any]]]) -> None:
+    """The matrix as a markdown table: ratios of turns/s to SQLite's of the same code."""
+    sqlite = {code: r["turns_per_s"] for label, code, r in rows if label == "sqlite"}
+    first = rows[0][2]
+    print(
+        f"{args.sessions} sessions × {args.turns} turns over SSE, {STEPS} model calls of "
+        f"{args.latency * 1000:.0f} ms (ideal {first['ideal_turns_per_s']} turns/s, {first['ideal_turn_ms']} ms a turn)"
+    )
+    print(
+        "| store | code | turns/s | vs SQLite | p50 ms | p99 ms | p99/p50 | server CPU ms/turn "
+        "| client CPU ms/turn | KiB/session (peak) | load avg |"
+    )
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for label, code, r in rows:
+        print(
+            f"| {label} | {code} | {r['turns_per_s']} | {r['turns_per_s'] / sqlite[code]:.2f} | {r['turn_p50_ms']} "
+            f"| {r['turn_p99_ms']} | {r['turn_p99_ms'] / r['turn_p50_ms']:.2f} | {r['server_cpu_ms_per_turn']} "
+            f"| {r['client_cpu_ms_per_turn']} | {r['server_rss_peak_kib_per_session']} | {r['load_average']} |"
+        )
 
 
 if __name__ == "__main__":

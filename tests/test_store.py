@@ -127,6 +127,93 @@ async def test_one_store_serves_concurrent_tasks(store_url: str) -> None:
         await store.close()
 
 
+async def test_an_append_to_a_deleted_session_fails_alone(store_url: str) -> None:
+    """Appends of many sessions may share a commit: one that cannot be written does not sink the others."""
+    store = resolve_store(store_url)
+    try:
+        sessions = [await store.create_session() for _ in range(6)]
+        await store.delete_session(sessions[3])
+        outcomes = await asyncio.gather(
+            *(store.append(UserEvent(session=s, turn=1, text=s)) for s in sessions), return_exceptions=True
+        )
+        assert [type(o) for o in outcomes] == [type(None)] * 3 + [SessionNotFound] + [type(None)] * 2
+        for session in sessions[:3] + sessions[4:]:
+            assert [e.text for e in await store.events(session) if isinstance(e, UserEvent)] == [session]
+    finally:
+        await store.close()
+
+
+async def test_postgres_concurrent_appends_share_transactions(postgres_url: str) -> None:
+    """Group commit: rows written by one statement share their transaction id (``xmin``)."""
+    import psycopg
+
+    store = resolve_store(postgres_url)
+    try:
+        sessions = [await store.create_session() for _ in range(40)]
+
+        async def write(session: str) -> None:
+            for i in range(5):
+                await store.append(UserEvent(session=session, turn=1, step=i, text=str(i)))
+
+        await asyncio.gather(*(write(s) for s in sessions))
+        with psycopg.connect(postgres_url) as db:
+            row = db.execute("SELECT count(*), count(DISTINCT xmin::text) FROM events").fetchone()
+        assert row is not None and row[0] == 200
+        assert row[1] <= 100, f"{row[1]} transactions for 200 appends"
+        for session in sessions:
+            assert [e.text for e in await store.events(session) if isinstance(e, UserEvent)] == list("01234")
+    finally:
+        await store.close()
+
+
+async def test_sqlite_lock_wait_does_not_stall_the_event_loop(sqlite_url: str) -> None:
+    """Another connection holds the write lock: the append waits for it, the other sessions do not."""
+    store = resolve_store(sqlite_url)
+    try:
+        session = await store.create_session()
+        other = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        gaps: list[float] = []
+
+        async def tick() -> None:
+            last = time.perf_counter()
+            while True:
+                await asyncio.sleep(0.01)
+                now = time.perf_counter()
+                gaps.append(now - last)
+                last = now
+
+        ticker = asyncio.create_task(tick())
+        append = asyncio.create_task(store.append(UserEvent(session=session, turn=1, text="waited")))
+        await asyncio.sleep(0.5)
+        assert not append.done()  # still waiting for the lock
+        other.execute("COMMIT")
+        other.close()
+        await asyncio.wait_for(append, 5)
+        ticker.cancel()
+        assert len(gaps) > 20 and max(gaps) < 0.2, max(gaps)
+        assert [e.text for e in await store.events(session) if isinstance(e, UserEvent)] == ["waited"]
+    finally:
+        await store.close()
+
+
+async def test_sqlite_wal_is_checkpointed_by_the_store(sqlite_url: str) -> None:
+    """Commits on the event loop never checkpoint; the store's thread does, so the WAL does not grow forever."""
+    from reactchat.store.sqlite import CHECKPOINT_EVERY, WAL_RESTART_FRAMES
+
+    store = resolve_store(sqlite_url)
+    try:
+        session = await store.create_session()
+        for i in range(CHECKPOINT_EVERY * 8):
+            await store.append(UserEvent(session=session, turn=1, step=i, text="x" * 500))
+        await asyncio.sleep(0.2)  # the last checkpoint runs on the store's thread
+        with sqlite3.connect(sqlite_url.removeprefix("sqlite:///")) as db:
+            busy, frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+        assert busy == 0 and 0 < frames < WAL_RESTART_FRAMES + CHECKPOINT_EVERY * 5, frames
+    finally:
+        await store.close()
+
+
 async def test_turn_lock_excludes_other_connections(durable_url: str) -> None:
     one, two = resolve_store(durable_url), resolve_store(durable_url)
     try:
@@ -173,6 +260,48 @@ async def wait_for_lock(store: Store, session: str, owner: str, seconds: float =
             return True
         await asyncio.sleep(0.02)
     return False
+
+
+async def test_a_lock_whose_holder_died_is_reported_once(durable_url: str) -> None:
+    """``abandoned()`` names the sessions whose lock holder died (the worker takeover uses it)."""
+    store = resolve_store(durable_url)
+    try:
+        session = await store.create_session()
+        live = await store.create_session()
+        assert await store.try_lock(live, "me", 60)
+        abandoned = getattr(store, "abandoned")  # noqa: B009  (a capability of the durable stores)
+        assert await abandoned() == []
+        code = (
+            "import asyncio, os, signal, sys\n"
+            "from reactchat.store import resolve_store\n"
+            "async def main():\n"
+            "    store = resolve_store(sys.argv[1])\n"
+            "    assert await store.try_lock(sys.argv[2], 'child', 3600)\n"
+            "    print('locked', flush=True)\n"
+            "    sys.stdin.readline()\n"
+            "    os.kill(os.getpid(), signal.SIGKILL)\n"
+            "asyncio.run(main())\n"
+        )
+        with subprocess.Popen(
+            [sys.executable, "-c", code, durable_url, session], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        ) as child:
+            assert child.stdout is not None and child.stdin is not None
+            assert child.stdout.readline().strip() == "locked"
+            assert await abandoned() == []  # its holder lives (PostgreSQL: now seen holding it)
+            child.stdin.write("die\n")
+            child.stdin.flush()
+            assert child.wait(30) == -9
+        found: list[str] = []
+        for _ in range(100):
+            found = await abandoned()
+            if found:
+                break
+            await asyncio.sleep(0.05)
+        assert found == [session]
+        assert await abandoned() == []  # reported once
+        assert await store.try_lock(session, "taker", 60)
+    finally:
+        await store.close()
 
 
 async def test_sqlite_lock_of_a_live_process_outlasts_its_ttl(sqlite_url: str) -> None:

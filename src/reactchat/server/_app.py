@@ -4,6 +4,7 @@ POST   /v1/sessions                    → {"session": id}
 POST   /v1/sessions/{id}/messages      → SSE: one frame per event, then ``end``
 GET    /v1/sessions                    → the newest sessions, summarised (``?limit=``)
 GET    /v1/sessions/{id}               → turns (with usage), status, pending question, files
+GET    /v1/sessions/{id}/events        → SSE from ``Last-Event-ID`` on (see ``_takeover``)
 POST   /v1/sessions/{id}/files         → the uploaded file's info (multipart ``file``)
 DELETE /v1/sessions/{id}/context       → forgets the session's files
 POST   /v1/chat/completions, GET /v1/models   (OpenAI-compatible, see ``_openai``)
@@ -12,6 +13,7 @@ GET    /                               → the web chat page
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import re
@@ -36,6 +38,7 @@ from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
 from reactchat.server._guard import USER, Guard, Rate, owner
 from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, errors, streamed
+from reactchat.server._takeover import follow_routes, stop, watch_abandoned
 from reactchat.server._turns import Turns, failure_event, pending_view, sse, summary
 from reactchat.session import SessionState
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
@@ -163,7 +166,9 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        watcher = asyncio.create_task(watch_abandoned(server))  # turns of workers that died
         yield
+        await stop(watcher)
         await server.turns.stop_all()
         await close_tools(agent.toolsets)
         if server.files is not None:
@@ -340,6 +345,7 @@ def _session_routes(app: FastAPI, server: Server) -> None:
     from reactchat.server._files import file_routes
 
     file_routes(app, server)
+    follow_routes(app, server)
 
 
 async def session_view(server: Server, session: str) -> dict[str, Any]:

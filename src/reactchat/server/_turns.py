@@ -110,7 +110,7 @@ class Turns:
     def __init__(self) -> None:
         self.running: dict[str, asyncio.Task[None]] = {}
 
-    async def start(self, agent: Agent, session: str, message: str, reply_to: str | None) -> TurnFeed:
+    async def start(self, agent: Agent, session: str, message: str | None, reply_to: str | None) -> TurnFeed:
         """Start a turn. ``SessionBusy``, ``SessionNotFound`` and ``AlreadyAnswered`` raise
         here, before anything is recorded, so the request can answer with a clear status."""
         stream = aiter(agent.turn(message, session, reply_to=reply_to, deltas=True))

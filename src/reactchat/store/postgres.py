@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from reactchat.messages import Event, stored_event, stored_json
 from reactchat.store import SessionNotFound
 from reactchat.store import _migrations as migrations
+from reactchat.store._batch import Batcher
 from reactchat.store._migrations import Schema, mark_interrupted
 
 if TYPE_CHECKING:
@@ -52,7 +53,6 @@ if TYPE_CHECKING:
 #: first key of every advisory lock this store takes ("rct" in ASCII), so that other
 #: users of advisory locks in the same database do not collide with session locks
 LOCK_SPACE = 0x726374
-
 #: the store's tables, version by version (see ``reactchat.store._migrations``)
 SCHEMA = Schema("events")
 SCHEMA.add(
@@ -84,16 +84,40 @@ SCHEMA.add(
 )
 SCHEMA.add(3, "m003_interrupted_field", mark_interrupted)
 
+#: one statement for a whole batch of events, from any number of sessions: each row's
+#: ``seq`` is the session's last one plus its rank among the batch's rows of that session
+#: (the subquery sees the table as it was before the statement)
 _APPEND = """INSERT INTO events (session, seq, turn, step, type, at, body)
-SELECT %(session)s, COALESCE(MAX(seq), 0) + 1, %(turn)s, %(step)s, %(type)s, %(at)s, %(body)s
-FROM events WHERE session = %(session)s RETURNING seq"""
+SELECT r.session, COALESCE((SELECT MAX(e.seq) FROM events e WHERE e.session = r.session), 0) + r.rank,
+       r.turn, r.step, r.type, r.at, r.body::json
+FROM unnest(%b::text[], %b::int[], %b::int[], %b::int[], %b::text[], %b::float8[], %b::text[])
+     AS r(session, rank, turn, step, type, at, body)
+RETURNING session, seq"""
+
+#: a session's events after ``seq``; no row at all when the session does not exist, one
+#: row with a NULL body when it has no such events
+_EVENTS = """SELECT e.seq, e.body::text FROM sessions s LEFT JOIN events e ON e.session = s.id AND e.seq > %s
+WHERE s.id = %s ORDER BY e.seq"""
+
+_LOCK = """SELECT pg_try_advisory_lock(hashtextextended(s, %s))
+FROM unnest(%b::text[]) WITH ORDINALITY AS t(s, i) ORDER BY i"""
+_UNLOCK = "SELECT count(pg_advisory_unlock(hashtextextended(s, %s))) FROM unnest(%b::text[]) AS t(s)"
+
+#: advisory locks on one 64-bit key held in this database, with the backend holding each,
+#: and the backends alive now
+_HOLDERS = """SELECT ARRAY(SELECT pid FROM pg_stat_activity),
+ARRAY(SELECT ARRAY[l.pid::bigint, (l.classid::bigint << 32) | l.objid::bigint] FROM pg_locks l
+      WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
+        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))"""
 
 
 class PostgresStore:
     """Sessions and events in PostgreSQL. Connects on first use; ``close()`` disconnects.
 
-    Queries use up to ``pool_size`` connections, so concurrent turns share the WAL flushes
-    of their commits; turn locks live on one more connection of their own.
+    Queries use up to ``pool_size`` connections. Appends are group-committed: those that
+    arrive while a batch is being written go out together in the next one statement and
+    one commit (``_batch.Batcher``), whichever sessions they belong to. Turn locks live
+    on one more connection of their own, taken and released in batches the same way.
     """
 
     def __init__(self, url: str, pool_size: int = 4) -> None:
@@ -110,16 +134,28 @@ class PostgresStore:
         self._migrated = False
         #: session → owner, for the advisory locks held on the lock connection
         self._held: dict[str, str] = {}
+        #: session → owner, for the locks being asked for
+        self._claims: dict[str, str] = {}
+        #: lock key → backend pid, as ``abandoned`` last saw them
+        self._seen_holders: dict[int, int] = {}
+        self._batchers()
+        self._chores: set[asyncio.Task[Any]] = set()
+
+    def _batchers(self) -> None:
+        # two batches in flight: one is written while the next one fills
+        self._appends: Batcher[list[Event], None] = Batcher(self._write, concurrency=2)
+        self._lock_calls: Batcher[tuple[str, bool], bool] = Batcher(self._lock_batch)
 
     # ------------------------------------------------------------------ connections
 
     def _same_loop(self) -> None:
         loop = asyncio.get_running_loop()
         if self._loop is not loop:
-            # connections belong to the loop that made them; Agent.run() makes a loop per call
+            # connections belong to the loop that made them
             self._drop()
             self._loop = loop
             self._slots, self._lock_guard = asyncio.Semaphore(self.pool_size), asyncio.Lock()
+            self._batchers()
 
     @contextlib.asynccontextmanager
     async def _db(self) -> AsyncIterator[AsyncConnection[Any]]:
@@ -142,7 +178,6 @@ class PostgresStore:
 
     async def _lock_db(self) -> AsyncConnection[Any]:
         """The connection that holds this store's advisory locks."""
-        self._same_loop()
         async with self._lock_guard:
             if self._lock_conn is None or self._lock_conn.closed or self._lock_conn.broken:
                 self._held.clear()  # they ended with the old connection
@@ -161,6 +196,8 @@ class PostgresStore:
         if self._loop is not asyncio.get_running_loop():
             self._drop()
             return
+        await self._appends.wait_idle()
+        await self._lock_calls.wait_idle()
         if self._held and self._lock_conn is not None and not self._lock_conn.closed:
             # now, not when the server gets round to ending the backend
             await self._lock_conn.execute("SELECT pg_advisory_unlock_all()")
@@ -205,40 +242,43 @@ class PostgresStore:
     async def events(self, session_id: str, since: int = 0) -> list[Event]:
         """The session's events in order, after the first ``since``. Raises ``SessionNotFound``."""
         async with self._db() as db:
-            cursor = await db.execute(
-                "SELECT seq, body::text FROM events WHERE session = %s AND seq > %s ORDER BY seq", (session_id, since)
-            )
+            cursor = await db.execute(_EVENTS, (since, session_id))
             rows = await cursor.fetchall()
-        if not rows and not since and not await self.exists(session_id):
+        if not rows and not since:
             raise SessionNotFound(session_id)
-        return [stored_event(seq, body) for seq, body in rows]
+        return [stored_event(seq, body) for seq, body in rows if body is not None]
 
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
+        if events:
+            self._same_loop()
+            await self._appends.submit(list(events))
+
+    async def _write(self, groups: list[list[Event]]) -> list[BaseException | None]:
+        """Write a batch of appends in one statement; if it fails, each on its own."""
         from psycopg import errors
 
-        rows = [
-            {
-                "session": e.session,
-                "turn": e.turn,
-                "step": e.step,
-                "type": e.type,
-                "at": e.at,
-                "body": stored_json(e).decode(),
-            }
-            for e in events
-        ]
+        if len(groups) > 1:
+            try:
+                await self._insert([event for group in groups for event in group])
+                return [None] * len(groups)
+            except (errors.ForeignKeyViolation, errors.UniqueViolation):
+                pass  # one group's fault (a deleted session, a writer without the lock): find which
+        outcomes: list[BaseException | None] = []
+        for group in groups:
+            try:
+                await self._insert_retrying(group)
+                outcomes.append(None)
+            except Exception as exc:
+                outcomes.append(exc)
+        return outcomes
+
+    async def _insert_retrying(self, events: list[Event]) -> None:
+        from psycopg import errors
+
         for attempt in range(5):
             try:
-                async with self._db() as db:
-                    if len(rows) == 1:
-                        seqs = [await _append(db, rows[0])]
-                    else:
-                        async with db.transaction():
-                            seqs = [await _append(db, row) for row in rows]
-                for event, seq in zip(events, seqs, strict=True):
-                    event.__dict__["seq"] = seq
-                return
+                return await self._insert(events)
             except errors.ForeignKeyViolation:
                 raise SessionNotFound(events[0].session) from None
             except errors.UniqueViolation:
@@ -246,6 +286,24 @@ class PostgresStore:
                 if attempt == 4:
                     raise
                 await asyncio.sleep(0.001 * (attempt + 1))
+
+    async def _insert(self, events: list[Event]) -> None:
+        ranks: dict[str, int] = {}
+        columns: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
+        for e in events:
+            ranks[e.session] = rank = ranks.get(e.session, 0) + 1
+            values = (e.session, rank, e.turn, e.step, e.type, e.at, stored_json(e).decode())
+            for column, value in zip(columns, values, strict=True):
+                column.append(value)
+        async with self._db() as db:
+            cursor = await db.execute(_APPEND, columns)
+            written = await cursor.fetchall()
+        # each session's new seqs, in ascending order, belong to its events in batch order
+        seqs: dict[str, list[int]] = {}
+        for session, seq in sorted(written, key=lambda row: (row[0], row[1]), reverse=True):
+            seqs.setdefault(session, []).append(seq)
+        for e in events:
+            e.__dict__["seq"] = seqs[e.session].pop()
 
     # ------------------------------------------------------------------ reflections
 
@@ -274,35 +332,77 @@ class PostgresStore:
 
     async def try_lock(self, session_id: str, owner: str, ttl: float) -> bool:
         """Take the session's turn lock unless someone else holds it (``ttl`` unused: see the module doc)."""
-        holder = self._held.get(session_id)
+        self._same_loop()
+        holder = self._held.get(session_id) or self._claims.get(session_id)
         if holder is not None:
             return holder == owner
-        db = await self._lock_db()
-        cursor = await db.execute("SELECT pg_try_advisory_lock(hashtextextended(%s, %s))", (session_id, LOCK_SPACE))
-        row = await cursor.fetchone()
-        if row is None or not row[0] or session_id in self._held:
-            if row is not None and row[0]:
-                # another task of this process won meanwhile; undo our re-entrant hold
-                await db.execute("SELECT pg_advisory_unlock(hashtextextended(%s, %s))", (session_id, LOCK_SPACE))
-            return False
-        self._held[session_id] = owner
-        return True
+        self._claims[session_id] = owner  # claimed in this process before the database is asked
+        request = asyncio.ensure_future(self._lock_calls.submit((session_id, True)))
+        try:
+            won = await asyncio.shield(request)
+        except BaseException:
+            # the request may still take the lock: give it back then
+            request.add_done_callback(lambda done: self._give_back(session_id, done))
+            raise
+        finally:
+            del self._claims[session_id]
+        if won:
+            self._held[session_id] = owner
+        return won
 
     async def unlock(self, session_id: str, owner: str) -> None:
         """Release the turn lock if ``owner`` holds it."""
         if self._held.get(session_id) != owner:
             return
         del self._held[session_id]
+        await self._lock_calls.submit((session_id, False))
+
+    async def abandoned(self) -> list[str]:
+        """Sessions whose turn lock ended with its holder's connection since the last call.
+
+        A worker that dies mid-turn leaves its turn interrupted; its locks end with its
+        connections. Called every second or so, this compares the advisory locks held in
+        the database with those of the previous call: a lock whose backend is gone marks
+        a session to take over. (A lock taken and lost between two calls goes unseen.)
+        """
+        async with self._db() as db:
+            cursor = await db.execute(_HOLDERS)
+            row = await cursor.fetchone()
+            assert row is not None
+            alive, held = set(row[0]), {key: pid for pid, key in row[1]}
+            gone = [key for key, pid in self._seen_holders.items() if pid not in alive]
+            self._seen_holders = held
+            if not gone:
+                return []
+            # a scan of the sessions: this runs only when a worker has died
+            cursor = await db.execute(
+                "SELECT id FROM sessions WHERE hashtextextended(id, %s) = ANY(%s)", (LOCK_SPACE, gone)
+            )
+            return [session for (session,) in await cursor.fetchall()]
+
+    def _give_back(self, session_id: str, request: asyncio.Future[bool]) -> None:
+        if not request.cancelled() and request.exception() is None and request.result():
+            chore = asyncio.ensure_future(self._lock_calls.submit((session_id, False)))
+            self._chores.add(chore)
+            chore.add_done_callback(self._chores.discard)
+
+    async def _lock_batch(self, calls: list[tuple[str, bool]]) -> list[bool | BaseException]:
+        """Releases, then attempts, in one statement each on the lock connection.
+
+        Advisory locks are re-entrant per connection, so a release and a new attempt on
+        the same session in one batch leave it held once whatever their order.
+        """
         db = await self._lock_db()
-        await db.execute("SELECT pg_advisory_unlock(hashtextextended(%s, %s))", (session_id, LOCK_SPACE))
-
-
-async def _append(db: AsyncConnection[Any], row: dict[str, Any]) -> int:
-    """Insert one event row; its ``seq``."""
-    cursor = await db.execute(_APPEND, row)
-    found = await cursor.fetchone()
-    assert found is not None  # INSERT ... RETURNING returns the row it inserted
-    return int(found[0])
+        releases = [session for session, take in calls if not take]
+        attempts = [session for session, take in calls if take]
+        if releases:
+            await db.execute(_UNLOCK, (LOCK_SPACE, releases))
+        won: list[bool] = []
+        if attempts:
+            cursor = await db.execute(_LOCK, (LOCK_SPACE, attempts))
+            won = [bool(row[0]) for row in await cursor.fetchall()]
+        results = iter(won)
+        return [next(results) if take else True for _, take in calls]
 
 
 async def _connect(url: str) -> AsyncConnection[Any]:

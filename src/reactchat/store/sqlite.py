@@ -19,8 +19,10 @@ prefixed ``kb_`` for the knowledge base, and must leave these alone)::
 Events are append-only; the state of a session is derived from them. Durability: WAL
 with ``synchronous=NORMAL``, so every committed event survives a killed process (a
 power cut may lose the last few). Each ``append`` is one committed transaction, made
-before the engine goes on. The calls are synchronous inside the async methods: they
-take well under a millisecond, less than handing them to a thread would cost.
+before the engine goes on. Calls run on the event loop and never wait there for a
+lock: one that finds the file locked by another connection (another worker, the
+knowledge base) waits on the store's own thread instead (see ``SqliteStore``), and WAL
+checkpoints run on that thread too.
 
 Turn locks live in ``session_locks`` with an owner, its host and pid, and an expiry,
 taken inside ``BEGIN IMMEDIATE`` so two processes cannot both win. On this host the
@@ -32,12 +34,17 @@ expiry (``ttl``) only frees locks held from another host, whose pid cannot be ch
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import socket
 import sqlite3
 import time
 import uuid
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any, TypeVar
 
 from reactchat.messages import Event, stored_event, stored_json
 from reactchat.store import SessionNotFound
@@ -45,6 +52,17 @@ from reactchat.store import _migrations as migrations
 from reactchat.store._migrations import Schema, mark_interrupted
 
 BUSY_TIMEOUT_MS = 10_000
+#: writes between two WAL checkpoints, run on the store's thread (SQLite's own default is
+#: one every 1,000 pages, about 400 commits here, run inline by the commit that crosses it)
+CHECKPOINT_EVERY = 1000
+#: pauses (seconds) between the event loop's attempts on a locked file before the call
+#: goes to the store's thread, which waits for the lock
+INLINE_RETRIES = (0.0005, 0.001, 0.002)
+#: WAL frames (pages, 16 MiB) past which a checkpoint makes the WAL start over
+WAL_RESTART_FRAMES = 4000
+
+T = TypeVar("T")
+
 
 #: the store's tables, version by version (see ``reactchat.store._migrations``)
 SCHEMA = Schema("events")
@@ -81,13 +99,26 @@ SCHEMA.add(3, "m003_interrupted_field", mark_interrupted)
 
 
 class SqliteStore:
-    """Sessions and events in a SQLite file. Opened on first use; ``close()`` releases it."""
+    """Sessions and events in a SQLite file. Opened on first use; ``close()`` releases it.
+
+    Calls run on the event loop on a connection that never waits for a lock (they take
+    well under a millisecond, less than handing them to a thread would cost); a call
+    that finds the database locked by another connection goes to the store's own
+    thread, whose connection waits up to ``BUSY_TIMEOUT_MS``, so that the wait stalls
+    only that call, not every session of the process. The same thread checkpoints the
+    WAL every ``CHECKPOINT_EVERY`` writes, off the hot path.
+    """
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
         #: the URL of this database, for components that open their own connection to it
         self.url = f"sqlite:///{self.path}"
         self._db: sqlite3.Connection | None = None
+        #: the connection of the store's thread, which may wait for locks
+        self._waiting: sqlite3.Connection | None = None
+        self._thread: ThreadPoolExecutor | None = None
+        self._writes = 0
+        self._checkpoint: Future[Any] | None = None
         self._host = socket.gethostname()
         self._pid = os.getpid()
 
@@ -95,9 +126,15 @@ class SqliteStore:
 
     @property
     def db(self) -> sqlite3.Connection:
-        """The connection, opened (and the schema migrated) on first use."""
+        """The event loop's connection, opened (and the schema migrated) on first use."""
         if self._db is None:
-            self._db = self._open()
+            db = self._open()
+            if self.path != ":memory:":
+                # fail at once on a lock (the call then waits on the store's thread), and
+                # leave checkpoints to that thread
+                db.execute("PRAGMA busy_timeout = 0")
+                db.execute("PRAGMA wal_autocheckpoint = 0")
+            self._db = db
         return self._db
 
     def _open(self) -> sqlite3.Connection:
@@ -118,137 +155,241 @@ class SqliteStore:
             raise sqlite3.DatabaseError(f"cannot use {self.path} as a reactchat database: {exc}") from exc
         return db
 
+    async def _call(self, work: Callable[[sqlite3.Connection], T], write: bool = False) -> T:
+        """``work(connection)`` on the event loop, or on the store's thread if it must wait for a lock."""
+        if self._db is None and self.path != ":memory:":
+            # opening migrates the schema under a write lock, which may have to wait
+            await asyncio.wrap_future(self._pool().submit(lambda: self.db))
+        for pause in (*INLINE_RETRIES, None):
+            try:
+                result = work(self.db)
+                break
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or self.path == ":memory:":
+                    raise
+            if pause is None:  # still locked: wait for it on the store's thread
+                result = await asyncio.wrap_future(self._pool().submit(lambda: work(self._waiting_db())))
+                break
+            # most locks are short (this process's checkpoint, the knowledge base): try
+            # again shortly, without blocking the loop, before handing the call over
+            await asyncio.sleep(pause)
+        if write:
+            self._writes += 1
+            if self._writes % CHECKPOINT_EVERY == 0 and (self._checkpoint is None or self._checkpoint.done()):
+                self._checkpoint = self._pool().submit(self._checkpoint_wal)
+        return result
+
+    def _pool(self) -> ThreadPoolExecutor:
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="reactchat-sqlite")
+        return self._thread
+
+    def _waiting_db(self) -> sqlite3.Connection:
+        """The connection of the store's thread (waits up to the busy timeout)."""
+        if self._waiting is None:
+            self._waiting = self._open()
+        return self._waiting
+
+    def _checkpoint_wal(self) -> None:
+        """Copy the WAL into the database file, on the store's thread.
+
+        A passive checkpoint waits for nobody, but under a steady stream of commits the
+        WAL never starts over: it would grow without end. Past
+        ``WAL_RESTART_FRAMES`` a restarting checkpoint briefly holds the write lock:
+        meanwhile the event loop's writes find the file busy and wait on this thread,
+        behind it, so the loop itself never waits.
+        """
+        db = self._waiting_db()
+        with contextlib.suppress(sqlite3.Error):  # the next checkpoint will catch up
+            _, frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+            if frames > WAL_RESTART_FRAMES:
+                db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+
     async def close(self) -> None:
-        """Close the connection (it reopens on next use)."""
+        """Close the connections (they reopen on next use)."""
+        thread, self._thread = self._thread, None
+        if thread is not None:
+            # a call waiting for a lock finishes first; the connections close after it
+            await asyncio.wrap_future(thread.submit(self._close_waiting))
+            thread.shutdown(wait=False)
         if self._db is not None:
             self._db.close()
             self._db = None
+
+    def _close_waiting(self) -> None:
+        if self._waiting is not None:
+            self._waiting.close()
+            self._waiting = None
 
     # ------------------------------------------------------------------ sessions
 
     async def create_session(self, session_id: str | None = None) -> str:
         """Create a session (a random id unless given) and return its id."""
         session_id = session_id or uuid.uuid4().hex
-        self.db.execute("INSERT OR IGNORE INTO sessions (id, created_at) VALUES (?, ?)", (session_id, time.time()))
+        row = (session_id, time.time())
+        await self._call(lambda db: db.execute("INSERT OR IGNORE INTO sessions (id, created_at) VALUES (?, ?)", row))
         return session_id
 
     async def exists(self, session_id: str) -> bool:
         """Whether the session exists."""
-        return self.db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
+        return await self._call(lambda db: _exists(db, session_id))
 
     async def list_sessions(self, limit: int = 100) -> list[str]:
         """Session ids, newest first."""
-        rows = self.db.execute("SELECT id FROM sessions ORDER BY created_at DESC, id LIMIT ?", (limit,))
-        return [row[0] for row in rows]
+
+        def newest(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute("SELECT id FROM sessions ORDER BY created_at DESC, id LIMIT ?", (limit,))
+            return [row[0] for row in rows]
+
+        return await self._call(newest)
 
     async def delete_session(self, session_id: str) -> bool:
         """Delete a session and all its events; False if there was none."""
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            db.execute("DELETE FROM session_locks WHERE session = ?", (session_id,))
-            deleted = db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        return deleted > 0
+
+        def delete(db: sqlite3.Connection) -> bool:
+            with _immediate(db):
+                db.execute("DELETE FROM session_locks WHERE session = ?", (session_id,))
+                return db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+
+        return await self._call(delete, write=True)
 
     # ------------------------------------------------------------------ events
 
     async def events(self, session_id: str, since: int = 0) -> list[Event]:
         """The session's events in order, after the first ``since``. Raises ``SessionNotFound``."""
-        rows = self.db.execute(
-            "SELECT seq, body FROM events WHERE session = ? AND seq > ? ORDER BY seq", (session_id, since)
-        ).fetchall()
-        if not rows and not since and not await self.exists(session_id):
-            raise SessionNotFound(session_id)
-        return [stored_event(seq, body) for seq, body in rows]
+
+        def read(db: sqlite3.Connection) -> list[tuple[int, str]]:
+            query = "SELECT seq, body FROM events WHERE session = ? AND seq > ? ORDER BY seq"
+            rows: list[tuple[int, str]] = db.execute(query, (session_id, since)).fetchall()
+            if not rows and not since and not _exists(db, session_id):
+                raise SessionNotFound(session_id)
+            return rows
+
+        return [stored_event(seq, body) for seq, body in await self._call(read)]
 
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
-        db = self.db
         rows = [(e.session, e.turn, e.step, e.type, e.at, stored_json(e).decode()) for e in events]
-        try:
-            if len(rows) > 1:
-                db.execute("BEGIN IMMEDIATE")
-            for event, row in zip(events, rows, strict=True):
-                # one statement, so the next seq is computed under the write lock
-                (seq,) = db.execute(
-                    """INSERT INTO events (session, seq, turn, step, type, at, body) VALUES
-                       (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session = ?1), ?2, ?3, ?4, ?5, ?6)
-                       RETURNING seq""",
-                    row,
-                ).fetchone()
-                event.__dict__["seq"] = seq
-            if db.in_transaction:
-                db.execute("COMMIT")
-        except BaseException as exc:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.IntegrityError) and "FOREIGN KEY" in str(exc):
-                raise SessionNotFound(events[0].session) from None
-            raise
+
+        def insert(db: sqlite3.Connection) -> None:
+            try:
+                with _immediate(db) if len(rows) > 1 else contextlib.nullcontext():
+                    for event, row in zip(events, rows, strict=True):
+                        # one statement, so the next seq is computed under the write lock
+                        (event.__dict__["seq"],) = db.execute(_APPEND, row).fetchone()
+            except sqlite3.IntegrityError as exc:
+                if "FOREIGN KEY" in str(exc):
+                    raise SessionNotFound(events[0].session) from None
+                raise
+
+        await self._call(insert, write=True)
 
     # ------------------------------------------------------------------ reflections
 
     async def reflections(self, key: str, limit: int, since: float) -> list[str]:
         """The newest ``limit`` reflections under ``key`` made after ``since``, oldest first."""
-        rows = self.db.execute(
-            "SELECT text FROM reflections WHERE key = ? AND at > ? ORDER BY at DESC, rowid DESC LIMIT ?",
-            (key, since, limit),
-        ).fetchall()
-        return [text for (text,) in reversed(rows)]
+
+        def newest(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute(
+                "SELECT text FROM reflections WHERE key = ? AND at > ? ORDER BY at DESC, rowid DESC LIMIT ?",
+                (key, since, limit),
+            ).fetchall()
+            return [text for (text,) in reversed(rows)]
+
+        return await self._call(newest)
 
     async def add_reflection(self, key: str, text: str, at: float, keep: int, expire_before: float) -> None:
         """Keep a reflection; only the newest ``keep`` under ``key`` stay, none from before ``expire_before``."""
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            db.execute("INSERT INTO reflections (key, at, text) VALUES (?, ?, ?)", (key, at, text))
-            db.execute("DELETE FROM reflections WHERE at < ?", (expire_before,))
-            db.execute(
-                """DELETE FROM reflections WHERE key = ?1 AND rowid NOT IN
-                   (SELECT rowid FROM reflections WHERE key = ?1 ORDER BY at DESC, rowid DESC LIMIT ?2)""",
-                (key, keep),
-            )
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
+
+        def add(db: sqlite3.Connection) -> None:
+            with _immediate(db):
+                db.execute("INSERT INTO reflections (key, at, text) VALUES (?, ?, ?)", (key, at, text))
+                db.execute("DELETE FROM reflections WHERE at < ?", (expire_before,))
+                db.execute(
+                    """DELETE FROM reflections WHERE key = ?1 AND rowid NOT IN
+                       (SELECT rowid FROM reflections WHERE key = ?1 ORDER BY at DESC, rowid DESC LIMIT ?2)""",
+                    (key, keep),
+                )
+
+        await self._call(add, write=True)
 
     # ------------------------------------------------------------------ turn locks
 
     async def try_lock(self, session_id: str, owner: str, ttl: float) -> bool:
         """Take the turn lock unless another owner holds it: a live process on this host, or unexpired."""
-        db = self.db
-        now = time.time()
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            row = db.execute("SELECT owner, host, pid, expires FROM session_locks WHERE session = ?", (session_id,))
-            holder = row.fetchone()
-            if holder is not None and holder[0] != owner and self._holds(holder[1], holder[2], holder[3], now):
-                db.execute("ROLLBACK")
-                return False
-            db.execute(
-                "INSERT OR REPLACE INTO session_locks (session, owner, host, pid, expires) VALUES (?, ?, ?, ?, ?)",
-                (session_id, owner, self._host, self._pid, now + ttl),
-            )
-            db.execute("COMMIT")
-        except BaseException:
-            if db.in_transaction:
-                db.execute("ROLLBACK")
-            raise
-        return True
+
+        def take(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            with _immediate(db):
+                row = db.execute("SELECT owner, host, pid, expires FROM session_locks WHERE session = ?", (session_id,))
+                holder = row.fetchone()
+                if holder is not None and holder[0] != owner and self._holds(holder[1], holder[2], holder[3], now):
+                    return False
+                db.execute(
+                    "INSERT OR REPLACE INTO session_locks (session, owner, host, pid, expires) VALUES (?, ?, ?, ?, ?)",
+                    (session_id, owner, self._host, self._pid, now + ttl),
+                )
+                return True
+
+        return await self._call(take, write=True)
 
     async def unlock(self, session_id: str, owner: str) -> None:
         """Release the turn lock if ``owner`` holds it."""
-        self.db.execute("DELETE FROM session_locks WHERE session = ? AND owner = ?", (session_id, owner))
+        row = (session_id, owner)
+        await self._call(lambda db: db.execute("DELETE FROM session_locks WHERE session = ? AND owner = ?", row), True)
+
+    async def abandoned(self) -> list[str]:
+        """Sessions whose turn lock is held by a process of this host that no longer runs.
+
+        A worker that dies mid-turn leaves its turn interrupted and its lock row behind.
+        Each such row is removed here by exactly one caller, which gets its session: of
+        several workers looking at once, one takes the turn over.
+        """
+
+        def claim(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute("SELECT session, owner, pid FROM session_locks WHERE host = ?", (self._host,))
+            dead = [(session, owner, pid) for session, owner, pid in rows.fetchall() if not pid_alive(pid)]
+            claimed = []
+            for session, owner, pid in dead:
+                gone = db.execute(
+                    "DELETE FROM session_locks WHERE session = ? AND owner = ? AND pid = ?", (session, owner, pid)
+                )
+                if gone.rowcount:
+                    claimed.append(session)
+            return claimed
+
+        return await self._call(claim, write=True)
 
     def _holds(self, host: str, pid: int, expires: float, now: float) -> bool:
         """Whether a lock still binds: its process lives (this host) or it has not expired (another host)."""
         return pid_alive(pid) if host == self._host else expires > now
+
+
+_APPEND = """INSERT INTO events (session, seq, turn, step, type, at, body) VALUES
+(?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session = ?1), ?2, ?3, ?4, ?5, ?6) RETURNING seq"""
+
+
+def _exists(db: sqlite3.Connection, session_id: str) -> bool:
+    return db.execute("SELECT 1 FROM sessions WHERE id = ?", (session_id,)).fetchone() is not None
+
+
+@contextlib.contextmanager
+def _immediate(db: sqlite3.Connection) -> Iterator[None]:
+    """A write transaction: committed if the block ends normally, rolled back otherwise."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    """Whether the error is SQLITE_BUSY: another connection holds the lock."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF == sqlite3.SQLITE_BUSY if code is not None else "locked" in str(exc)
 
 
 def pid_alive(pid: int) -> bool:

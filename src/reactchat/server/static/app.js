@@ -206,7 +206,9 @@ async function load() {
 
 let sending = false;
 
-// POST a message and render its SSE events as they arrive.
+// POST a message and render its SSE events as they arrive. If the stream breaks before
+// its end (a worker died, the network dropped), follow the session from the last event
+// seen (Last-Event-ID): the server that takes the turn over sends the rest, once each.
 async function send(text) {
   sending = true;
   setBusy(true);
@@ -214,6 +216,7 @@ async function send(text) {
   const body = { message: text };
   if (replyTo) body.reply_to = replyTo;
   setPending(null);
+  const stream = { lastId: null, ended: false };
   try {
     const response = await api("POST", `/v1/sessions/${encodeURIComponent(session)}/messages`, body);
     if (!response.ok) {
@@ -221,18 +224,16 @@ async function send(text) {
       if (response.status === 409) await load();
       return;
     }
-    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
-    let buffer = "";
-    for (;;) {
-      const { value, done } = await reader.read();
-      if (done) break;
-      buffer += value;
-      let cut;
-      while ((cut = buffer.indexOf("\n\n")) >= 0) {
-        frame(buffer.slice(0, cut));
-        buffer = buffer.slice(cut + 2);
-      }
+    await readStream(response, stream).catch(() => {});
+    for (let attempt = 1; !stream.ended && stream.lastId !== null && attempt <= 10; attempt++) {
+      setStatus("Connection lost; reconnecting…");
+      await new Promise((resolve) => setTimeout(resolve, 500 * attempt));
+      const follow = await api("GET", `/v1/sessions/${encodeURIComponent(session)}/events`, null, {
+        headers: headers({ "Last-Event-ID": String(stream.lastId) }),
+      }).catch(() => null);
+      if (follow && follow.ok) await readStream(follow, stream).catch(() => {});
     }
+    if (!stream.ended) add("error", "Connection lost. Reload to see where the agent is.", "error");
   } catch (error) {
     add("error", `Connection lost: ${error}. Reload to see where the agent is.`, "error");
   } finally {
@@ -241,17 +242,35 @@ async function send(text) {
   }
 }
 
-function frame(block) {
+// Render an SSE response's frames; `stream` keeps the last event id and whether `end` came.
+async function readStream(response, stream) {
+  const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) return;
+    buffer += value;
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      frame(buffer.slice(0, cut), stream);
+      buffer = buffer.slice(cut + 2);
+    }
+  }
+}
+
+function frame(block, stream) {
   let kind = "message";
   let data = "";
   for (const line of block.split("\n")) {
     if (line.startsWith("event: ")) kind = line.slice(7);
     else if (line.startsWith("data: ")) data += line.slice(6);
+    else if (line.startsWith("id: ")) stream.lastId = Number(line.slice(4));
   }
   if (!data) return;  // a keepalive comment
   const payload = JSON.parse(data);
   if (kind === "delta") return live(payload.text);
   if (kind !== "end") return show(payload);
+  stream.ended = true;
   const pending = $("live");
   if (pending) pending.remove();
   setStatus(payload.status === "interrupted" ? "The turn was interrupted; send a message to continue."

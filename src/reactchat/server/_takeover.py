@@ -1,0 +1,126 @@
+"""A worker that dies mid-turn is not the user's problem.
+
+Each worker watches its store for turn locks whose holder died (``store.abandoned()``,
+every ``TAKEOVER_INTERVAL`` seconds: PostgreSQL sees advisory locks end with a dead
+worker's connection, SQLite sees lock rows of processes that no longer run) and finishes
+those turns itself, through the same path as any other turn. Exactly one worker wins
+each session's lock; the others find it busy and leave it.
+
+A client that was following the dead worker's stream reconnects to any worker with
+``GET /v1/sessions/{id}/events`` and the standard ``Last-Event-ID`` header (every SSE
+frame of an event carries ``id: <seq>``, its place in the session's log): it gets the
+events after that one, none repeated, none missing, and follows the turn to its end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+from fastapi import FastAPI, Header, Query
+from fastapi.responses import StreamingResponse
+
+from reactchat.errors import SessionBusy, SessionNotFound
+from reactchat.messages import Event
+from reactchat.server._turns import KEEPALIVE, frame, summary
+
+if TYPE_CHECKING:
+    from reactchat.server._app import Server
+
+log = logging.getLogger("reactchat.server")
+
+#: seconds between two looks for abandoned turns
+TAKEOVER_INTERVAL = 0.5
+#: seconds between two reads of the store while following a turn another worker runs
+FOLLOW_POLL = 0.25
+#: seconds a follower waits on an interrupted turn that nobody takes over before it gives up
+FOLLOW_PATIENCE = 60.0
+
+
+async def watch_abandoned(server: Server, interval: float = TAKEOVER_INTERVAL) -> None:
+    """Finish, in this worker, the turns whose worker died (runs until cancelled)."""
+    abandoned = getattr(server.store, "abandoned", None)
+    if abandoned is None:  # a store no other process shares
+        return
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            sessions: list[str] = await abandoned()
+        except Exception:
+            log.exception("could not look for abandoned turns")
+            continue
+        for session in sessions:
+            await take_over(server, session)
+
+
+async def take_over(server: Server, session: str) -> bool:
+    """Resume the session's interrupted turn here; False if there is none or another worker has it."""
+    if server.turns.is_running(session):
+        return False
+    try:
+        last = (await server.agent.state(session)).last
+        if last is None or last.status != "interrupted":
+            return False
+        await server.turns.start(server.agent, session, None, None)
+    except (SessionBusy, SessionNotFound, StopAsyncIteration):
+        return False
+    log.warning("took over the interrupted turn of session %s", session)
+    return True
+
+
+def follow_routes(app: FastAPI, server: Server) -> None:
+    """``GET /v1/sessions/{id}/events``: the session's events as SSE, from ``Last-Event-ID``."""
+
+    @app.get("/v1/sessions/{session}/events", response_model=None)
+    async def follow_session(
+        session: str,
+        last_event_id: int | None = Header(default=None, ge=0),
+        after: int = Query(default=0, ge=0),
+    ) -> StreamingResponse:
+        """Events after ``Last-Event-ID`` (or ``?after=``) as SSE; a running turn is followed to its ``end``."""
+        if not await server.store.exists(session):
+            raise SessionNotFound(session)
+        start = last_event_id if last_event_id is not None else after
+        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+        return StreamingResponse(follow(server, session, start), media_type="text/event-stream", headers=headers)
+
+
+async def follow(server: Server, session: str, seq: int) -> AsyncIterator[str]:
+    """The session's events after ``seq``, then new ones as they are stored, until its turn ends."""
+    events = await server.store.events(session)
+    sent = min(seq, len(events))
+    quiet = time.monotonic()
+    keepalive = quiet
+    while True:
+        if len(events) > sent:
+            yield "".join(event_frame(event, number) for number, event in enumerate(events[sent:], sent + 1))
+            sent, quiet = len(events), time.monotonic()
+        end = summary(session, events)
+        running = server.turns.is_running(session)
+        patience_left = time.monotonic() - quiet < FOLLOW_PATIENCE
+        if not running and (end["status"] != "interrupted" or not patience_left):
+            yield frame("end", json.dumps(end))
+            return
+        if time.monotonic() - keepalive > KEEPALIVE:
+            keepalive = time.monotonic()
+            yield ": keepalive\n\n"
+        await asyncio.sleep(FOLLOW_POLL)
+        events += await server.store.events(session, since=len(events))
+
+
+def event_frame(event: Event, seq: int) -> str:
+    """An event's SSE frame with its place in the session's log as ``id``."""
+    return f"id: {seq}\n" + frame(event.type, event.model_dump_json())
+
+
+async def stop(task: asyncio.Task[Any] | None) -> None:
+    """Cancel the watcher at shutdown."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

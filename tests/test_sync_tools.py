@@ -1,0 +1,61 @@
+"""Sync tools run on worker threads: a quick one costs little, a hung one stalls nobody."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+
+from reactchat import Agent, ScriptedModel, tool
+
+
+def act(tool_name: str, value: dict[str, object]) -> str:
+    return f" Use it.\nAction: {tool_name}\nAction Input: {json.dumps(value)}"
+
+
+async def test_a_hung_sync_tool_stalls_neither_its_agent_nor_other_sessions() -> None:
+    release = threading.Event()
+
+    @tool(timeout=1.0)
+    def hang() -> str:
+        """Never returns on its own."""
+        release.wait(30)
+        return "late"
+
+    @tool
+    def quick(key: str) -> str:
+        """Returns at once."""
+        return f"value-{key}"
+
+    gaps: list[float] = []
+
+    async def tick() -> None:
+        last = time.perf_counter()
+        while True:
+            await asyncio.sleep(0.005)
+            now = time.perf_counter()
+            gaps.append(now - last)
+            last = now
+
+    ticker = asyncio.create_task(tick())
+    try:
+        stuck = Agent(model=ScriptedModel([act("hang", {}), " Gave up.\nFinal Answer: hung"]), tools=[hang])
+        hung = asyncio.create_task(stuck.arun("wait"))
+        await asyncio.sleep(0.1)  # the hung call is on its thread now
+        busy = Agent(
+            model=ScriptedModel([act("quick", {"key": str(i)}) for i in range(20)] + [" Done.\nFinal Answer: ok"]),
+            tools=[quick],
+            max_steps=25,
+        )
+        started = time.perf_counter()
+        other = await busy.arun("go")
+        assert other.answer == "ok" and time.perf_counter() - started < 0.9  # done while the hung call waits
+        assert [s.observation for s in other.steps[:3]] == ["value-0", "value-1", "value-2"]
+        result = await hung
+        assert "did not return within 1 s" in (result.steps[0].observation or "")
+        assert result.answer == "hung"
+    finally:
+        release.set()
+        ticker.cancel()
+    assert max(gaps) < 0.25, f"the event loop stalled {max(gaps):.3f} s"
