@@ -147,7 +147,7 @@ def test_a_second_message_while_a_turn_runs_is_409_and_loses_nothing(base: str, 
         "POST", f"/v1/sessions/{session}/messages", json={"message": "slow compute 3*3"}
     ) as running_turn:
         lines = running_turn.iter_lines()
-        assert next(lines) == "event: user"
+        assert [next(lines), next(lines)] == ["id: 1", "event: user"]  # the first event of the session
         busy = httpx.post(f"{base}/v1/sessions/{session}/messages", json={"message": "hello"}, timeout=10)
         assert busy.status_code == 409
         assert "busy" in busy.json()["error"]["message"]
@@ -161,7 +161,8 @@ def test_a_second_message_while_a_turn_runs_is_409_and_loses_nothing(base: str, 
 def test_a_turn_outlives_a_client_that_disconnects(client: httpx.Client) -> None:
     session = new_session(client)
     with client.stream("POST", f"/v1/sessions/{session}/messages", json={"message": "slow compute 5*5"}) as response:
-        assert next(response.iter_lines()) == "event: user"
+        lines = response.iter_lines()
+        assert [next(lines), next(lines)] == ["id: 1", "event: user"]
     deadline = time.monotonic() + 10
     while (view := client.get(f"/v1/sessions/{session}").json())["status"] == "running":
         assert time.monotonic() < deadline

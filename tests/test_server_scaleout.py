@@ -68,7 +68,7 @@ def test_a_turn_running_on_one_worker_makes_the_other_answer_409(workers: tuple[
         "POST", f"{a}/v1/sessions/{session}/messages", json={"message": "slow compute 2*21"}, timeout=20
     ) as running:
         lines = running.iter_lines()
-        assert next(lines) == "event: user"
+        assert [next(lines), next(lines)] == ["id: 1", "event: user"]  # the first event of the session
         busy = httpx.post(f"{b}/v1/sessions/{session}/messages", json={"message": "hello"})
         assert busy.status_code == 409
         assert "busy" in busy.json()["error"]["message"]
@@ -128,7 +128,8 @@ def test_a_turn_whose_worker_dies_is_finished_by_another(postgres_url: str, tmp_
             killed = time.monotonic()
         before = sse_frames(seen)
         assert [kind for _, kind, _ in before] == ["user", "thought", "action", "observation"]
-        last = len(before)  # the session's first events: their count is the last one's seq
+        last = before[-1][0]
+        assert [seq for seq, _, _ in before] == [1, 2, 3, 4]
 
         with httpx.stream(
             "GET", f"{b_url}/v1/sessions/{session}/events", headers={"Last-Event-ID": str(last)}, timeout=30
@@ -163,26 +164,39 @@ class Balancer:
     def __init__(self, target: str) -> None:
         self.target = target
         self.loop = asyncio.new_event_loop()
-        self.ready = threading.Event()
-        self.port = 0
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        asyncio.run_coroutine_threadsafe(self._listen(), self.loop).result(10)
-
-    async def _listen(self) -> None:
-        server = await asyncio.start_server(self._connect, "127.0.0.1", 0)
-        self.port = server.sockets[0].getsockname()[1]
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.writers: list[asyncio.StreamWriter] = []
+        self.server = asyncio.run_coroutine_threadsafe(
+            asyncio.start_server(self._connect, "127.0.0.1", 0), self.loop
+        ).result(10)
+        self.port = self.server.sockets[0].getsockname()[1]
 
     async def _connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         host, port = self.target.removeprefix("http://").split(":")
+        self.writers.append(writer)
         try:
             up_reader, up_writer = await asyncio.open_connection(host, int(port))
         except OSError:
             writer.close()
             return
+        self.writers.append(up_writer)
         await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
 
+    async def _close(self) -> None:
+        self.server.close()
+        for writer in self.writers:
+            writer.close()
+        await self.server.wait_closed()
+        for task in asyncio.all_tasks():
+            if task is not asyncio.current_task():
+                task.cancel()
+
     def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._close(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
 
 
 async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -26,8 +26,7 @@ from fastapi import FastAPI, Header, Query
 from fastapi.responses import StreamingResponse
 
 from reactchat.errors import SessionBusy, SessionNotFound
-from reactchat.messages import Event
-from reactchat.server._turns import KEEPALIVE, frame, summary
+from reactchat.server._turns import KEEPALIVE, event_frame, frame, summary
 
 if TYPE_CHECKING:
     from reactchat.server._app import Server
@@ -98,7 +97,7 @@ async def follow(server: Server, session: str, seq: int) -> AsyncIterator[str]:
     keepalive = quiet
     while True:
         if len(events) > sent:
-            yield "".join(event_frame(event, number) for number, event in enumerate(events[sent:], sent + 1))
+            yield "".join(event_frame(event) for event in events[sent:])
             sent, quiet = len(events), time.monotonic()
         end = summary(session, events)
         running = server.turns.is_running(session)
@@ -111,11 +110,6 @@ async def follow(server: Server, session: str, seq: int) -> AsyncIterator[str]:
             yield ": keepalive\n\n"
         await asyncio.sleep(FOLLOW_POLL)
         events += await server.store.events(session, since=len(events))
-
-
-def event_frame(event: Event, seq: int) -> str:
-    """An event's SSE frame with its place in the session's log as ``id``."""
-    return f"id: {seq}\n" + frame(event.type, event.model_dump_json())
 
 
 async def stop(task: asyncio.Task[Any] | None) -> None:

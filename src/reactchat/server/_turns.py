@@ -205,8 +205,14 @@ def frame(kind: str, data: str) -> str:
     return f"event: {kind}\ndata: {data}\n\n"
 
 
+def event_frame(event: Event) -> str:
+    """An event's SSE frame; its ``id`` is the event's place in the session's log, which a
+    client sends back as ``Last-Event-ID`` to follow on from there (``_takeover.follow``)."""
+    return f"id: {event.seq}\n{frame(event.type, event.model_dump_json())}"
+
+
 async def sse(feed: TurnFeed, extra: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> AsyncIterator[str]:
-    """The turn as SSE: one frame per event (``event: <type>``), then ``event: end`` with
+    """The turn as SSE: one frame per event (``event: <type>``, ``id: <seq>``), then ``event: end`` with
     the ``summary`` and whatever ``extra()`` adds (the files and their rounds left).
 
     ``event: delta`` frames (``{"text": ...}``) carry a streaming model's raw text as it
@@ -226,7 +232,7 @@ async def sse(feed: TurnFeed, extra: Callable[[], Awaitable[dict[str, Any]]] | N
                 frames.append(frame("error", failure_event(feed.session, item).model_dump_json()))
             else:
                 events.append(item)
-                frames.append(frame(item.type, item.model_dump_json()))
+                frames.append(event_frame(item))
         yield "".join(frames)
     end = summary(feed.session, events, failed)
     if extra is not None:
