@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from loop_watch import loop_gaps
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
@@ -173,24 +174,13 @@ async def test_sqlite_lock_wait_does_not_stall_the_event_loop(sqlite_url: str) -
         session = await store.create_session()
         other = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
         other.execute("BEGIN IMMEDIATE")
-        gaps: list[float] = []
-
-        async def tick() -> None:
-            last = time.perf_counter()
-            while True:
-                await asyncio.sleep(0.01)
-                now = time.perf_counter()
-                gaps.append(now - last)
-                last = now
-
-        ticker = asyncio.create_task(tick())
-        append = asyncio.create_task(store.append(UserEvent(session=session, turn=1, text="waited")))
-        await asyncio.sleep(0.5)
-        assert not append.done()  # still waiting for the lock
-        other.execute("COMMIT")
-        other.close()
-        await asyncio.wait_for(append, 5)
-        ticker.cancel()
+        async with loop_gaps(0.01) as gaps:
+            append = asyncio.create_task(store.append(UserEvent(session=session, turn=1, text="waited")))
+            await asyncio.sleep(0.5)
+            assert not append.done()  # still waiting for the lock
+            other.execute("COMMIT")
+            other.close()
+            await asyncio.wait_for(append, 5)
         assert len(gaps) > 20 and max(gaps) < 0.2, max(gaps)
         assert [e.text for e in await store.events(session) if isinstance(e, UserEvent)] == ["waited"]
     finally:

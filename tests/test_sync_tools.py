@@ -7,6 +7,7 @@ import json
 import threading
 import time
 
+from loop_watch import loop_gaps
 from reactchat import Agent, ScriptedModel, tool
 
 
@@ -28,18 +29,7 @@ async def test_a_hung_sync_tool_stalls_neither_its_agent_nor_other_sessions() ->
         """Returns at once."""
         return f"value-{key}"
 
-    gaps: list[float] = []
-
-    async def tick() -> None:
-        last = time.perf_counter()
-        while True:
-            await asyncio.sleep(0.005)
-            now = time.perf_counter()
-            gaps.append(now - last)
-            last = now
-
-    ticker = asyncio.create_task(tick())
-    try:
+    async with loop_gaps() as gaps:
         stuck = Agent(model=ScriptedModel([act("hang", {}), " Gave up.\nFinal Answer: hung"]), tools=[hang])
         hung = asyncio.create_task(stuck.arun("wait"))
         await asyncio.sleep(0.1)  # the hung call is on its thread now
@@ -53,9 +43,7 @@ async def test_a_hung_sync_tool_stalls_neither_its_agent_nor_other_sessions() ->
         assert other.answer == "ok" and time.perf_counter() - started < 0.9  # done while the hung call waits
         assert [s.observation for s in other.steps[:3]] == ["value-0", "value-1", "value-2"]
         result = await hung
-        assert "did not return within 1 s" in (result.steps[0].observation or "")
-        assert result.answer == "hung"
-    finally:
         release.set()
-        ticker.cancel()
+    assert "did not return within 1 s" in (result.steps[0].observation or "")
+    assert result.answer == "hung"
     assert max(gaps) < 0.25, f"the event loop stalled {max(gaps):.3f} s"
