@@ -157,27 +157,36 @@ class SqliteStore:
 
     async def _call(self, work: Callable[[sqlite3.Connection], T], write: bool = False) -> T:
         """``work(connection)`` on the event loop, or on the store's thread if it must wait for a lock."""
-        if self._db is None and self.path != ":memory:":
-            # opening migrates the schema under a write lock, which may have to wait
-            await asyncio.wrap_future(self._pool().submit(lambda: self.db))
-        for pause in (*INLINE_RETRIES, None):
-            try:
-                result = work(self.db)
-                break
-            except sqlite3.OperationalError as exc:
-                if not _busy(exc) or self.path == ":memory:":
-                    raise
-            if pause is None:  # still locked: wait for it on the store's thread
-                result = await asyncio.wrap_future(self._pool().submit(lambda: work(self._waiting_db())))
-                break
-            # most locks are short (this process's checkpoint, the knowledge base): try
-            # again shortly, without blocking the loop, before handing the call over
-            await asyncio.sleep(pause)
+        db = self._db
+        if db is None:
+            if self.path != ":memory:":
+                # opening migrates the schema under a write lock, which may have to wait
+                await asyncio.wrap_future(self._pool().submit(lambda: self.db))
+            db = self.db
+        try:
+            result = work(db)
+        except sqlite3.OperationalError as exc:
+            if not _busy(exc) or self.path == ":memory:":
+                raise
+            result = await self._when_unlocked(work)
         if write:
             self._writes += 1
             if self._writes % CHECKPOINT_EVERY == 0 and (self._checkpoint is None or self._checkpoint.done()):
                 self._checkpoint = self._pool().submit(self._checkpoint_wal)
         return result
+
+    async def _when_unlocked(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """``work`` once the file's lock is free: most locks are short (this process's
+        checkpoint, the knowledge base), so try again shortly without blocking the loop,
+        then wait for it on the store's thread."""
+        for pause in INLINE_RETRIES:
+            await asyncio.sleep(pause)
+            try:
+                return work(self.db)
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc):
+                    raise
+        return await asyncio.wrap_future(self._pool().submit(lambda: work(self._waiting_db())))
 
     def _pool(self) -> ThreadPoolExecutor:
         if self._thread is None:
@@ -272,13 +281,20 @@ class SqliteStore:
         rows = [(e.session, e.turn, e.step, e.type, e.at, stored_json(e).decode()) for e in events]
 
         def insert(db: sqlite3.Connection) -> None:
+            # one statement per event, so the next seq is computed under the write lock;
+            # several events in one transaction (not a context manager: this is per step)
+            many = len(rows) > 1
+            if many:
+                db.execute("BEGIN IMMEDIATE")
             try:
-                with _immediate(db) if len(rows) > 1 else contextlib.nullcontext():
-                    for event, row in zip(events, rows, strict=True):
-                        # one statement, so the next seq is computed under the write lock
-                        (event.__dict__["seq"],) = db.execute(_APPEND, row).fetchone()
-            except sqlite3.IntegrityError as exc:
-                if "FOREIGN KEY" in str(exc):
+                for event, row in zip(events, rows, strict=True):
+                    (event.__dict__["seq"],) = db.execute(_APPEND, row).fetchone()
+                if many:
+                    db.execute("COMMIT")
+            except BaseException as exc:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.IntegrityError) and "FOREIGN KEY" in str(exc):
                     raise SessionNotFound(events[0].session) from None
                 raise
 
