@@ -5,12 +5,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
 import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
 
 from fixtures.slow_stream import SlowStream
+from reactchat import Agent, ScriptedModel, tool
 from reactchat.messages import Request, UserMessage
 from reactchat.models.local import LocalModel
 from reactchat.models.openai import OpenAIModel
+from reactchat.server import ServerConfig, create_app
+from test_server_support import parse_sse, running
 
 
 async def test_a_cancelled_call_closes_the_provider_connection() -> None:
@@ -49,3 +58,94 @@ async def test_a_cancelled_local_call_stops_generating_and_frees_the_model() -> 
     short = Request(messages=[UserMessage(content="Say hello.")], max_tokens=8)
     reply = await asyncio.wait_for(model.complete(short), 60)
     assert reply.usage is not None and 0 < reply.usage.output_tokens <= 8
+
+
+# ------------------------------------------------------------ a turn, cancelled
+
+
+def slow_agent(server: SlowStream, store: str, **options: Any) -> Agent:
+    model = OpenAIModel("slow-model", api_key="sk-test", base_url=f"{server.url}/v1", retries=0)
+    return Agent(model=model, store=store, **options)
+
+
+async def test_cancelling_a_turn_mid_model_call_records_it_and_the_session_goes_on(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    with SlowStream() as server:
+        agent = slow_agent(server, store)
+        session = await agent.store.create_session()
+        turn = asyncio.create_task(agent.arun("Tell me about roses.", session))
+        assert await asyncio.to_thread(server.wait_streaming)
+        turn.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await turn
+        assert await asyncio.to_thread(server.wait_closed, 1, 5.0), "the provider still streams"
+        state = await agent.state(session)
+        (cancelled,) = state.turns
+        assert cancelled.status == "cancelled"
+        assert [e.type for e in cancelled.events] == ["user", "answer"]
+
+    # the next message is a new turn, and the cancelled one is not in its history
+    later = Agent(model=ScriptedModel([" Simple.\nFinal Answer: hello"]), store=store)
+    result = await later.arun("hello", session)
+    assert result.status == "done" and result.turn == 2
+    assert "Tell me about roses." not in str(later.model.requests[0].messages)  # type: ignore[attr-defined]
+
+
+async def test_cancelling_mid_tool_abandons_the_thread_and_resume_reports_the_call(tmp_path: Path) -> None:
+    started, release = threading.Event(), threading.Event()
+
+    @tool(timeout=30)
+    def slow_lookup(key: str) -> str:
+        """Look a key up in a slow database."""
+        started.set()
+        release.wait(10)
+        return f"value of {key}"
+
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    act = ' Look it up.\nAction: slow_lookup\nAction Input: {"key": "rose"}'
+    agent = Agent(model=ScriptedModel([act]), tools=[slow_lookup], store=store)
+    session = await agent.store.create_session()
+    turn = asyncio.create_task(agent.arun("What is the rose's value?", session))
+    assert await asyncio.to_thread(started.wait, 10)
+    begun = time.monotonic()
+    turn.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await turn
+    assert time.monotonic() - begun < 1.0, "cancel waited for the thread"
+    state = await agent.state(session)
+    assert state.turns[0].status == "cancelled"
+    release.set()
+
+    # resume (asked for explicitly) continues the cancelled turn; the cut-off call is
+    # reported as interrupted, not silently run again
+    resumer = Agent(model=ScriptedModel([" It was cut off.\nFinal Answer: unknown"]), tools=[slow_lookup], store=store)
+    result = await resumer.resume(session)
+    assert result.status == "done" and result.turn == 1
+    observation = next(e for e in result.events if e.type == "observation")
+    assert observation.interrupted  # type: ignore[union-attr]
+
+
+def test_a_second_client_cancels_a_streaming_turn_over_http(tmp_path: Path) -> None:
+    with SlowStream() as server:
+        store = f"sqlite:///{tmp_path / 's.db'}"
+        app = create_app(lambda s: slow_agent(server, s), config=ServerConfig(store=store))
+        with running(app) as url, httpx.Client(base_url=url, timeout=30) as first, httpx.Client(base_url=url) as second:
+            session = first.post("/v1/sessions").json()["session"]
+            frames: list[tuple[str, dict[str, Any]]] = []
+
+            def follow() -> None:
+                with first.stream("POST", f"/v1/sessions/{session}/messages", json={"message": "roses?"}) as reply:
+                    frames.extend(parse_sse(reply.read().decode()))
+
+            reader = threading.Thread(target=follow)
+            reader.start()
+            assert server.wait_streaming()
+            stopped = second.post(f"/v1/sessions/{session}/cancel")
+            assert stopped.status_code == 200 and stopped.json()["status"] == "cancelled"
+            assert server.wait_closed(1, 5.0), "the provider still streams"
+            reader.join(10)
+            assert frames[-1][0] == "end" and frames[-1][1]["status"] == "cancelled"
+            view = second.get(f"/v1/sessions/{session}").json()
+            assert view["status"] == "cancelled" and view["turns"][0]["status"] == "cancelled"
+            again = second.post(f"/v1/sessions/{session}/cancel")
+            assert again.status_code == 409

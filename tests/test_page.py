@@ -284,3 +284,21 @@ def test_past_sessions_are_listed_and_reopen(page: Page, shots: Path) -> None:
     assert page.evaluate("localStorage.getItem('reactchat.session')") == first
     page.reload()
     expect(page.get_by_test_id("answer")).to_have_text("echo: hello first session")
+
+
+def test_the_stop_button_cancels_the_turn_and_the_next_message_starts_afresh(page: Page, shots: Path) -> None:
+    send(page, "slow compute 6 * 7")
+    stop = page.get_by_test_id("stop")
+    expect(stop).to_be_visible()
+    expect(page.get_by_test_id("send")).to_be_hidden()
+    page.screenshot(path=str(shots / "stop-button.png"), full_page=True)
+    stop.click()
+    expect(page.get_by_test_id("note")).to_have_text("Stopped: the turn was cancelled.")
+    expect(page.get_by_test_id("status")).to_have_text("The last turn was stopped.")
+    expect(page.get_by_test_id("send")).to_be_visible()
+    assert page.get_by_test_id("answer").count() == 0
+    send(page, "hello again")
+    expect(page.get_by_test_id("answer")).to_have_text("echo: hello again")
+    page.reload()
+    expect(page.get_by_test_id("note")).to_have_text("Stopped: the turn was cancelled.")
+    expect(page.get_by_test_id("answer")).to_have_text("echo: hello again")

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import itertools
 import json
 import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -264,16 +266,37 @@ async def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 for question, answer in (await agent.state(session)).history():
                     print(f"you: {question}\nagent: {answer}", file=out)
                 continue
-            try:
-                async for event in agent.stream(text, session):
-                    session = event.session
-                    trace.show(event)
-            except Exception as exc:  # keep the chat alive; the turn is durable and resumable
-                trace.stop_spinner()
-                print(trace.paint("error", f"error: {exc}"), file=err)
-            trace.stop_spinner()
+            session = await _chat_turn(agent, text, session, trace, err)
     finally:
         await close_agent(agent)
+
+
+async def _chat_turn(agent: Any, text: str, session: str | None, trace: Trace, err: TextIO) -> str | None:
+    """One turn of ``reactchat chat``; Ctrl-C stops this turn (recorded as cancelled), not the chat."""
+    shown: list[str] = []
+
+    async def turn() -> None:
+        async for event in agent.stream(text, session):
+            shown.append(event.session)
+            trace.show(event)
+
+    task = asyncio.ensure_future(turn())
+    loop = asyncio.get_running_loop()
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # no signal handlers off the main thread
+        loop.add_signal_handler(signal.SIGINT, task.cancel)
+    try:
+        await task
+    except asyncio.CancelledError:
+        if not task.cancelled():
+            raise  # the chat itself is being stopped
+        print(trace.paint("error", "(stopped: the turn is recorded as cancelled)"), file=err)
+    except Exception as exc:  # keep the chat alive; the turn is durable and resumable
+        print(trace.paint("error", f"error: {exc}"), file=err)
+    finally:
+        trace.stop_spinner()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.remove_signal_handler(signal.SIGINT)
+    return shown[-1] if shown else session
 
 
 async def _mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -448,7 +471,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _serve(args)
         runner = {"ask": _ask, "chat": _chat, "mcp": _mcp, "sessions": _sessions, "show": _show}[args.command]
         return asyncio.run(runner(args, sys.stdout, sys.stderr))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # Ctrl-C: asyncio.run cancelled the turn, which recorded it as cancelled
+        print("reactchat: stopped; the turn is recorded as cancelled", file=sys.stderr)
         return 130
     except (ModelError, ValueError, LookupError, ImportError, RuntimeError, OSError) as exc:
         print(f"reactchat: error: {exc}", file=sys.stderr)

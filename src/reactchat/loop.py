@@ -12,6 +12,7 @@ the operator must fix raise. ``call_model`` is the one place a model is called a
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
@@ -138,6 +139,13 @@ class Loop:
                 if isinstance(event, QuestionEvent) or (isinstance(event, AnswerEvent) and event.run == self.run):
                     status = event.status if isinstance(event, AnswerEvent) else "waiting"
                 yield event
+        except asyncio.CancelledError as error:
+            # the caller stopped the run (a stop button, Ctrl-C, task.cancel()): the model
+            # call in flight was closed by the cancellation; record that the turn ended here,
+            # with everything it had observed, and let the cancellation go on
+            failure, status = error, "cancelled"
+            await self.emit(AnswerEvent(text="", status="cancelled", reason="cancelled"))
+            raise
         except BaseException as error:
             failure = error
             raise

@@ -181,7 +181,8 @@ class Run:
     async def _play(self, state: SessionState, pending: Pending | None) -> AsyncIterator[Event]:
         """Finish an interrupted turn, then answer the pending item or start a new turn."""
         last = state.last
-        if last is not None and last.status == "interrupted":
+        # an interrupted turn is finished first; a cancelled one only when asked (``resume``)
+        if last is not None and (last.status == "interrupted" or (last.status == "cancelled" and self.message is None)):
             loop = await self._loop(state, last)
             outcome = last.outcome
             async for event in self._track(loop.recover(self._mine(last)), last, outcome):

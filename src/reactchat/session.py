@@ -71,6 +71,8 @@ class Outcome:
 
     def add(self, event: Event) -> None:
         """Fold one more event of the turn."""
+        if self.answer is not None and self.answer.status == "cancelled":
+            self.answer = None  # a cancelled turn the user resumed goes on
         if isinstance(event, ActionEvent):
             self._actions[event.run, event.call_id] = event
         elif isinstance(event, ObservationEvent):
@@ -203,8 +205,8 @@ class SessionState:
         kept: list[tuple[str, str]] = []
         for turn in reversed(self.turns):
             answer = turn.answer
-            if answer is None or (before is not None and turn.index >= before):
-                continue
+            if answer is None or answer.status == "cancelled" or (before is not None and turn.index >= before):
+                continue  # a cancelled turn has no answer to remember
             if budget is not None:
                 cost = len(turn.question) + len(answer.text)
                 if cost > budget:

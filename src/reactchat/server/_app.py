@@ -2,6 +2,7 @@
 
 POST   /v1/sessions                    → {"session": id}
 POST   /v1/sessions/{id}/messages      → SSE: one frame per event, then ``end``
+POST   /v1/sessions/{id}/cancel        → stops the running turn (recorded as cancelled)
 GET    /v1/sessions                    → the newest sessions, summarised (``?limit=``)
 GET    /v1/sessions/{id}               → turns (with usage), status, pending question, files
 GET    /v1/sessions/{id}/events        → SSE from ``Last-Event-ID`` on (see ``_takeover``)
@@ -335,12 +336,23 @@ def _session_routes(app: FastAPI, server: Server) -> None:
         if body.stream:
             return StreamingResponse(sse(feed, files_left), media_type="text/event-stream", headers=SSE_HEADERS)
         events, failure = await feed.events()
-        result = summary(session, events, failure is not None)
+        result = summary(session, events, failure)
         result["events"] = [json.loads(e.model_dump_json()) for e in events]
-        if failure is not None:
+        if failure is not None and not isinstance(failure, asyncio.CancelledError):
             result["error"] = failure_event(session, failure).message
         result.update(await files_left())
         return JSONResponse(result)
+
+    @app.post("/v1/sessions/{session}/cancel", response_model=None)
+    async def cancel_turn(session: str) -> Response:
+        """Stop the session's running turn: the model request in flight is closed, tools
+        running in threads are abandoned, and the turn is recorded as ``cancelled`` with
+        what it had observed. The session then takes the next message as a new turn."""
+        if not await store.exists(session):
+            raise SessionNotFound(session)
+        if not await server.turns.cancel(session):
+            return error(409, f"no turn of session {session} is running in this server process", "not_running")
+        return JSONResponse({"session": session, "status": "cancelled"})
 
     from reactchat.server._files import file_routes
 

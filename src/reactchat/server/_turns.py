@@ -131,6 +131,17 @@ class Turns:
         """Whether this process is running a turn of ``session``."""
         return session in self.running
 
+    async def cancel(self, session: str) -> bool:
+        """Cancel the turn of ``session`` this process runs and wait until it is recorded
+        as cancelled (its model request closed); False when none runs here."""
+        task = self.running.get(session)
+        if task is None:
+            return False
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(task)
+        return True
+
     async def stop_all(self) -> None:
         """Cancel running turns at shutdown; their events so far stay in the store."""
         tasks = list(self.running.values())
@@ -148,6 +159,8 @@ async def _pump(stream: AsyncIterator[Event], feed: TurnFeed) -> None:
                 feed.delta(event.text)
             else:
                 feed.put(event)
+    except asyncio.CancelledError as exc:
+        feed.put(exc)  # stopped (POST .../cancel): the run recorded the turn as cancelled
     except Exception as exc:
         log.exception("turn of session %s failed", feed.session)
         feed.put(exc)
@@ -164,8 +177,9 @@ def failure_event(session: str, exc: BaseException) -> ErrorEvent:
     return ErrorEvent(session=session, kind="internal", message=message)
 
 
-def summary(session: str, events: list[Event], failed: bool = False) -> dict[str, Any]:
-    """How a turn ended: ``status`` (done, waiting, stopped, interrupted), answer, question, usage."""
+def summary(session: str, events: list[Event], failure: BaseException | None = None) -> dict[str, Any]:
+    """How a turn ended: ``status`` (done, waiting, stopped, cancelled, interrupted), answer,
+    question, usage; ``failure`` is what ended the turn early, if anything did."""
     last = events[-1].turn if events else 0
     outcome = Outcome()
     for event in events:
@@ -175,7 +189,7 @@ def summary(session: str, events: list[Event], failed: bool = False) -> dict[str
     return {
         "session": session,
         "turn": last,
-        "status": "interrupted" if failed or not events else outcome.status,
+        "status": _status(outcome, events, failure),
         "answer": answer.text if answer else None,
         "reason": answer.reason if answer else "",
         "question": pending.question if pending else None,
@@ -200,6 +214,12 @@ def pending_view(pending: Pending | None) -> dict[str, Any] | None:
     }
 
 
+def _status(outcome: Outcome, events: list[Event], failure: BaseException | None) -> str:
+    if isinstance(failure, asyncio.CancelledError):
+        return "cancelled"
+    return "interrupted" if failure is not None or not events else outcome.status
+
+
 def frame(kind: str, data: str) -> str:
     """One SSE frame."""
     return f"event: {kind}\ndata: {data}\n\n"
@@ -219,7 +239,7 @@ async def sse(feed: TurnFeed, extra: Callable[[], Awaitable[dict[str, Any]]] | N
     is generated; the step's events that follow replace it.
     """
     events: list[Event] = []
-    failed = False
+    failure: BaseException | None = None
     async for batch in feed.batches():
         frames = []
         for item in batch:
@@ -227,14 +247,16 @@ async def sse(feed: TurnFeed, extra: Callable[[], Awaitable[dict[str, Any]]] | N
                 frames.append(": keepalive\n\n")
             elif isinstance(item, Delta):
                 frames.append(frame("delta", json.dumps({"text": item.text}, ensure_ascii=False)))
+            elif isinstance(item, asyncio.CancelledError):
+                failure = item
             elif isinstance(item, BaseException):
-                failed = True
+                failure = item
                 frames.append(frame("error", failure_event(feed.session, item).model_dump_json()))
             else:
                 events.append(item)
                 frames.append(event_frame(item))
         yield "".join(frames)
-    end = summary(feed.session, events, failed)
+    end = summary(feed.session, events, failure)
     if extra is not None:
         end.update(await extra())
     yield frame("end", json.dumps(end))

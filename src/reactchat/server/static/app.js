@@ -92,6 +92,7 @@ function show(event) {
     case "answer":
       if (event.thought) step(`Thought: ${firstLine(event.thought)}`, event.thought);
       if (event.run) { step(`Answer: ${firstLine(event.text)}`, event.text); break; }  // a sub-agent's
+      if (event.status === "cancelled") { add("note", "Stopped: the turn was cancelled.", "note"); break; }
       answer(event);
       if (event.status === "stopped") add("note", `The agent was stopped (${event.reason}): this is its best answer so far.`, "note");
       break;
@@ -276,6 +277,8 @@ function frame(block, stream) {
   setStatus(payload.status === "interrupted" ? "The turn was interrupted; send a message to continue."
     : payload.status === "cancelled" ? STATUS.cancelled : "");
   setPending(payload.status === "waiting" ? payload.pending : null);
+  // the run records a cancelled turn after its stream was cut: the note comes from here
+  if (payload.status === "cancelled") add("note", "Stopped: the turn was cancelled.", "note");
   if (payload.status !== "waiting") showUsage(payload.usage);
   if (payload.files) showFiles(payload.files);
 }
