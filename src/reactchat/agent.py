@@ -24,6 +24,7 @@ from reactchat.errors import AlreadyAnswered, ConfigError, InsideEventLoop, Sess
 from reactchat.guards import DEFAULT_MAX_OBSERVATION
 from reactchat.messages import AnswerEvent, Event, ToolSpec
 from reactchat.models import Model, resolve_model
+from reactchat.output import DEFAULT_RETRIES, Output, as_output
 from reactchat.packs import PromptPack, get_pack
 from reactchat.run import Run
 from reactchat.session import RunResult, SessionState
@@ -130,6 +131,8 @@ class Agent:
         reflect: Reflexion | None = None,
         max_depth: int = 3,
         approval: Policy | None = None,
+        output_type: Any = None,
+        output_retries: int = DEFAULT_RETRIES,
     ) -> None:
         if protocol not in ("react", "native"):
             raise ConfigError(f"protocol must be 'react' or 'native', not {protocol!r}")
@@ -175,6 +178,9 @@ class Agent:
         self.max_depth = max_depth
         #: policy(tool name, arguments) -> whether a human approves the call first (any tool, MCP ones too)
         self.approval = approval
+        #: what a final answer must be: ``output_type`` is a pydantic model (or any type
+        #: pydantic validates) or a JSON schema; a failing answer goes back as a correction
+        self.output = as_output(output_type, output_retries)
         self.hooks = Hooks(lambda: self.store)
         if session_tools is not None:
             self.hooks.session_tools.append(session_tools)
@@ -200,17 +206,26 @@ class Agent:
         return self._store
 
     def transcript(
-        self, tools: list[ToolSpec], history: list[tuple[str, str]], question: str, system: str | None = None
+        self,
+        tools: list[ToolSpec],
+        history: list[tuple[str, str]],
+        question: str,
+        system: str | None = None,
+        output: Output | None = None,
     ) -> Transcript:
-        """A new transcript of this agent's protocol for one run (``system`` replaces the agent's)."""
+        """A new transcript of this agent's protocol for one run (``system`` replaces the agent's;
+        a typed answer's schema is added to it)."""
         system = system if system is not None else self.system
+        output = output or self.output
+        typed = output.instructions() if output is not None else None
         if self.protocol == "native":
-            from reactchat.native import NativeTranscript
+            from reactchat.native import SYSTEM, NativeTranscript
 
-            return NativeTranscript(self.pack, tools, history, question, system)
+            native = "\n\n".join(filter(None, [system or SYSTEM, typed]))
+            return NativeTranscript(self.pack, tools, history, question, native)
         from reactchat.react import ReactTranscript
 
-        return ReactTranscript(self.pack, tools, history, question, system)
+        return ReactTranscript(self.pack, tools, history, question, "\n\n".join(filter(None, [system, typed])) or None)
 
     def as_tool(self, *, memory: bool = False) -> SubAgent:
         """This agent as another agent's tool (a sub-agent): input ``{"task": ...}``, its final
@@ -262,7 +277,10 @@ class Agent:
             if on_event is not None:
                 on_event(event)
         assert run.result is not None  # a run that ends without raising has a result
-        return run.result
+        result = run.result
+        if self.output is not None and result.status == "done" and result.answer is not None:
+            result.output = self.output.validate(result.answer)  # the stored text is validated JSON
+        return result
 
     async def resume(self, session: str) -> RunResult:
         """Finish a turn that was interrupted (a crash, a model error); ``NothingToRun`` if none is."""

@@ -163,9 +163,7 @@ def _describe(event: Event) -> str | None:
         note = f" (stopped: {event.reason}; best effort)" if event.status == "stopped" else ""
         return f"{prefix}{'Answer' if event.run else 'Final Answer'}{note}: {event.text}"
     if isinstance(event, ErrorEvent):
-        return (
-            f"Format error, correction sent: {event.message}" if event.kind == "format" else f"Error: {event.message}"
-        )
+        return f"Format error, correction sent: {event.message}" if event.correction else f"Error: {event.message}"
     return None
 
 

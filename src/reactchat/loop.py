@@ -37,6 +37,7 @@ from reactchat.messages import (
     UserEvent,
 )
 from reactchat.models import ContextTooLong, Model, ModelError
+from reactchat.output import Output, OutputInvalid
 from reactchat.session import Pending
 from reactchat.store import Store
 from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
@@ -89,6 +90,9 @@ class Loop:
     stored: list[Event] = field(default_factory=list)
     #: how many levels of nested runs (sub-agents, plan steps, trials) may sit below the top
     max_depth: int = 3
+    #: what the final answer must be (``Agent(output_type=...)``), and corrections sent so far
+    output: Output | None = None
+    output_corrections: int = 0
 
     # ------------------------------------------------------------------ ways in
 
@@ -184,9 +188,13 @@ class Loop:
                 self.transcript.add_correction(reply.text, str(error))
                 continue
             if decision.answer is not None:
-                yield await self.emit(
-                    AnswerEvent(text=decision.answer, thought=decision.thought, seconds=seconds, usage=reply.usage)
-                )
+                answer = AnswerEvent(text=decision.answer, thought=decision.thought, seconds=seconds, usage=reply.usage)
+                refused = self.typed(answer, reply.text)
+                if refused is not None:
+                    yield await self.emit(refused)
+                    self.transcript.add_correction(reply.text, refused.message)
+                    continue
+                yield await self.emit(answer)
                 return
             thought = ThoughtEvent(text=decision.thought, raw=decision.raw, seconds=seconds, usage=reply.usage)
             calls = [
@@ -205,6 +213,22 @@ class Loop:
                 )
             if finished:
                 return
+
+    def typed(self, answer: AnswerEvent, raw: str) -> ErrorEvent | None:
+        """Hold a final answer to the agent's ``output_type``: its text becomes the validated
+        JSON, or the correction to send back (``None`` when there is nothing to correct).
+        Past ``output.retries`` corrections the answer stands, ``stopped`` for ``invalid_output``."""
+        if self.output is None:
+            return None
+        try:
+            answer.text = self.output.dump(self.output.validate(answer.text))
+        except OutputInvalid as invalid:
+            if self.output_corrections >= self.output.retries:
+                answer.status, answer.reason = "stopped", "invalid_output"
+                return None
+            self.output_corrections += 1
+            return ErrorEvent(kind="output", message=str(invalid), raw=raw, seconds=answer.seconds, usage=answer.usage)
+        return None
 
     async def call_model(self, request: Request, retrying: bool = False) -> tuple[Reply, float]:
         """One model call; a failure is recorded, then raised for the operator (except a
@@ -451,8 +475,9 @@ class Loop:
             if isinstance(event, ThoughtEvent) and event.step in actions:
                 calls = [Call(a.call_id, a.tool, a.input) for a in actions[event.step]]
                 self.transcript.add_step(event.raw, event.text, calls)
-            elif isinstance(event, ErrorEvent) and event.kind == "format":
+            elif isinstance(event, ErrorEvent) and event.correction:
                 self.transcript.add_correction(event.raw, event.message)
+                self.output_corrections += event.kind == "output"
             elif isinstance(event, ObservationEvent):
                 self.transcript.add_observation(event.call_id, event.text, event.is_error)
                 action = next((a for a in actions.get(event.step, []) if a.call_id == event.call_id), None)

@@ -303,15 +303,22 @@ class AnswerEvent(_Event):
 
 
 class ErrorEvent(_Event):
-    """Something went wrong. ``kind="format"`` errors are sent back to the model."""
+    """Something went wrong. ``kind="format"`` (a step that could not be read) and
+    ``kind="output"`` (a final answer that does not validate against the agent's
+    ``output_type``) are sent back to the model as corrections."""
 
     type: Literal["error"] = "error"
-    kind: Literal["format", "model", "guard", "internal"]
+    kind: Literal["format", "output", "model", "guard", "internal"]
     message: str
-    #: the model output that could not be parsed, for ``kind="format"``
+    #: the model output that was refused, for corrections
     raw: str = ""
     seconds: float = 0.0
     usage: Usage | None = None
+
+    @property
+    def correction(self) -> bool:
+        """Whether ``message`` went back to the model as a correction."""
+        return self.kind in ("format", "output")
 
 
 class DeltaEvent(_Event):

@@ -184,7 +184,7 @@ def _line(event: Event) -> str | None:
         stopped = f" (stopped: {event.reason})" if event.status != "done" else ""
         return f"Final Answer{stopped}: {event.text}"
     if isinstance(event, ErrorEvent):
-        return f"Format error: {event.message}" if event.kind == "format" else f"Error ({event.kind}): {event.message}"
+        return f"Format error: {event.message}" if event.correction else f"Error ({event.kind}): {event.message}"
     return None
 
 

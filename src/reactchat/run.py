@@ -23,6 +23,7 @@ from reactchat.errors import AlreadyAnswered, NothingToRun, SessionBusy, Session
 from reactchat.guards import RepeatGuard
 from reactchat.loop import Loop
 from reactchat.messages import DeltaEvent, ErrorEvent, Event, UserEvent
+from reactchat.output import Output
 from reactchat.session import Outcome, Pending, RunResult, SessionState, Turn
 from reactchat.store import Store
 from reactchat.tools import toolset_tools
@@ -57,15 +58,18 @@ async def make_loop(
     *,
     system: str | None = None,
     store: Store | None = None,
+    output: Output | None = None,
 ) -> Loop:
     """A ReAct loop of ``agent`` for one run (not replayed: see ``Loop.replay``); a nested
-    run passes its parent's ``store`` (the session lives there, not in the sub-agent's)."""
+    run passes its parent's ``store`` (the session lives there, not in the sub-agent's);
+    ``output`` types this run's final answer instead of the agent's ``output_type``."""
     store = store or agent.store
+    output = output or agent.output
     tools = [*agent.tools, *await agent.hooks.tools_for(session, store)]
     if agent.toolsets:
         tools.extend(await toolset_tools(agent.toolsets, {t.name for t in tools}))
     specs = [t.spec for t in tools]
-    transcript = agent.transcript(specs, history, question, system)
+    transcript = agent.transcript(specs, history, question, system, output)
     model = agent.model
     context = min(agent.context_tokens, model.context_tokens or agent.context_tokens) * CHARS_PER_TOKEN
     return Loop(
@@ -85,6 +89,7 @@ async def make_loop(
         services=agent.services,
         max_depth=agent.max_depth,
         approval=agent.approval,
+        output=output,
     )
 
 
@@ -244,7 +249,7 @@ class Run:
             yield event
         self.result = RunResult.of(self.session, turn.index, kept, outcome)
         if self.result is None:
-            error = next((e for e in reversed(kept) if isinstance(e, ErrorEvent) and e.kind != "format"), None)
+            error = next((e for e in reversed(kept) if isinstance(e, ErrorEvent) and not e.correction), None)
             raise TurnFailed(self.session, error.message if error else "it stopped without an answer")
 
     def _mine(self, turn: Turn) -> list[Event]:

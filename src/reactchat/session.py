@@ -238,7 +238,7 @@ def steps_of(events: list[Event], run: str = "") -> list[Step]:
                 by_call[event.call_id].kind = "action"
         elif isinstance(event, QuestionEvent) and event.call_id in by_call:
             by_call[event.call_id].kind = "question"
-        elif isinstance(event, ErrorEvent) and event.kind == "format":
+        elif isinstance(event, ErrorEvent) and event.correction:
             steps.append(Step(thought="", observation=event.message, kind="format_error", is_error=True))
         elif isinstance(event, AnswerEvent):
             steps.append(Step(thought=event.thought, kind="final", answer=event.text))
@@ -272,6 +272,9 @@ class RunResult:
     usage: Usage = field(default_factory=Usage)
     #: what the session waits for when ``status == "waiting"`` (the reply's ``reply_to`` is its ``call_id``)
     pending: Pending | None = None
+    #: the validated final answer of an agent with an ``output_type`` (a model instance, or
+    #: the parsed JSON of a schema); None otherwise, and when the answer never validated
+    output: Any = None
 
     @property
     def plan(self) -> list[PlanStep]:

@@ -322,7 +322,7 @@ def _step_text(event: Event) -> str:
         return f"Action: {event.tool}\nAction Input: {value}\n"
     if isinstance(event, ObservationEvent):
         return f"Observation: {event.text}\n"
-    if isinstance(event, ErrorEvent) and event.kind == "format":
+    if isinstance(event, ErrorEvent) and event.correction:
         return f"Observation: {event.message}\n"
     if isinstance(event, AnswerEvent) and event.thought:
         return f"Thought: {event.thought}\n"

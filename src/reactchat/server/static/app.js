@@ -97,7 +97,7 @@ function show(event) {
       if (event.status === "stopped") add("note", `The agent was stopped (${event.reason}): this is its best answer so far.`, "note");
       break;
     case "error":
-      if (event.kind === "format") step("Format correction", event.message);
+      if (event.kind === "format" || event.kind === "output") step("Format correction", event.message);
       else add("error", event.message, "error");
       break;
   }
