@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import httpx
 import pytest
+from openai import OpenAI
 from pydantic import BaseModel
 
 from reactchat import Agent, ScriptedModel
 from reactchat.messages import ErrorEvent
 from reactchat.output import Output, OutputInvalid
+from test_server_support import make_app, running
 
 
 class Price(BaseModel):
@@ -85,3 +89,30 @@ def test_a_json_schema_output_type_and_a_typed_answer_resumed_in_another_process
     assert done.output == {"city": "Lyon", "km": 465}
     refused = next(e for e in done.events if isinstance(e, ErrorEvent))
     assert refused.kind == "output" and "km" in refused.message
+
+
+PRICE_SCHEMA = {
+    "type": "object",
+    "properties": {"flower": {"type": "string"}, "euros": {"type": "number"}},
+    "required": ["flower", "euros"],
+}
+
+
+def test_over_http_and_the_openai_endpoint_the_answer_is_json_that_matches_the_schema() -> None:
+    with running(make_app()) as url:
+        with httpx.Client(base_url=url, timeout=30) as http:
+            session = http.post("/v1/sessions").json()["session"]
+            body = {"message": "price json for a rose", "stream": False, "output_schema": PRICE_SCHEMA}
+            turn = http.post(f"/v1/sessions/{session}/messages", json=body).json()
+            assert turn["status"] == "done"
+            assert json.loads(turn["answer"]) == {"flower": "rose", "euros": 92.184}
+            assert [e["kind"] for e in turn["events"] if e["type"] == "error"] == ["output"]
+
+        client = OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+        completion = client.chat.completions.create(
+            model="reactchat",
+            messages=[{"role": "user", "content": "price json for a rose"}],
+            response_format={"type": "json_schema", "json_schema": {"name": "price", "schema": PRICE_SCHEMA}},
+        )
+        content = completion.choices[0].message.content
+        assert content is not None and json.loads(content) == {"flower": "rose", "euros": 92.184}

@@ -85,7 +85,8 @@ def reply(request: Request) -> str:
     """The rules: "how far" asks where the user is, "compute X" uses the calculator, "two
     questions" asks twice, "slow" takes a second per step,
     "stream" streams its text word by word, "fail" raises, "files" searches the uploads
-    ("files cite" cites two passages), "markdown" answers ``MARKDOWN``;
+    ("files cite" cites two passages), "markdown" answers ``MARKDOWN``, "price json" answers
+    JSON that lacks a field, then (after a correction) the whole object;
     anything else is echoed back as the final answer."""
     question = _question(request)
     seen = _observations(request)
@@ -116,6 +117,10 @@ def reply(request: Request) -> str:
             heads = re.findall(r"^\[(\d+)\] (.+)$", seen[-1], re.M)
             return f" Found.\nFinal Answer: The rose costs 80.16 euros [1], see also [{heads[-1][1]}]."
         return f" Found.\nFinal Answer: {seen[-1][:300]}"
+    if "price json" in lowered:  # the first answer misses a field the schema requires
+        if not seen:
+            return ' Priced.\nFinal Answer: {"flower": "rose"}'
+        return ' Fixed.\nFinal Answer: {"flower": "rose", "euros": 92.184}'
     if "markdown" in lowered:
         return f" Formatted.\nFinal Answer: {MARKDOWN}"
     if seen:

@@ -270,16 +270,18 @@ class Agent:
         *,
         reply_to: str | None = None,
         on_event: Callable[[Event], None] | None = None,
+        output_type: Any = None,
     ) -> RunResult:
-        """Run one turn and return its result (see ``stream``); ``on_event`` sees each event."""
-        run = self.turn(message, session, reply_to=reply_to)
+        """Run one turn and return its result (see ``stream``); ``on_event`` sees each event;
+        ``output_type`` types this turn's final answer (instead of the agent's own)."""
+        run = self.turn(message, session, reply_to=reply_to, output_type=output_type)
         async for event in run:
             if on_event is not None:
                 on_event(event)
         assert run.result is not None  # a run that ends without raising has a result
-        result = run.result
-        if self.output is not None and result.status == "done" and result.answer is not None:
-            result.output = self.output.validate(result.answer)  # the stored text is validated JSON
+        result, output = run.result, run.output or self.output
+        if output is not None and result.status == "done" and result.answer is not None:
+            result.output = output.validate(result.answer)  # the stored text is validated JSON
         return result
 
     async def resume(self, session: str) -> RunResult:
@@ -307,10 +309,18 @@ class Agent:
             yield event
 
     def turn(
-        self, message: str | None, session: str | None = None, *, reply_to: str | None = None, deltas: bool = False
+        self,
+        message: str | None,
+        session: str | None = None,
+        *,
+        reply_to: str | None = None,
+        deltas: bool = False,
+        output_type: Any = None,
     ) -> Run:
-        """The ``Run`` of one turn, not started: iterate it for the events, then read ``result``."""
-        return Run(self, message, session, reply_to=reply_to, deltas=deltas)
+        """The ``Run`` of one turn, not started: iterate it for the events, then read ``result``.
+        ``output_type`` types this turn's final answer (instead of the agent's own)."""
+        output = as_output(output_type, self.output.retries if self.output else DEFAULT_RETRIES)
+        return Run(self, message, session, reply_to=reply_to, deltas=deltas, output=output)
 
     async def state(self, session: str) -> SessionState:
         """The session's turns, from its stored events."""

@@ -111,12 +111,15 @@ class Run:
         *,
         reply_to: str | None = None,
         deltas: bool = False,
+        output: Output | None = None,
     ) -> None:
         self.agent = agent
         self.message = message
         self.session = session or ""
         self.reply_to = reply_to
         self.deltas = deltas
+        #: what this turn's final answer must be, when not the agent's own ``output``
+        self.output = output
         #: the path of the agent whose events this run records
         self.path = agent.name
         #: ``""`` for a turn's top-level run
@@ -260,7 +263,9 @@ class Run:
         """The loop of this run for ``turn``, its stored events replayed."""
         agent = self.agent
         history = state.history(before=turn.index, budget=agent.history_tokens * CHARS_PER_TOKEN)
-        loop = await make_loop(agent, state.session, turn.index, turn.question, history, self.path, self.run_id)
+        loop = await make_loop(
+            agent, state.session, turn.index, turn.question, history, self.path, self.run_id, output=self.output
+        )
         loop.on_delta = self._on_delta
         loop.stored = turn.events
         return agent.runner(loop, turn.question, history, self._mine(turn))

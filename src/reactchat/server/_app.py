@@ -103,6 +103,8 @@ class MessageIn(Body):
     reply_to: str | None = None
     #: ``false`` waits for the end of the turn and answers with JSON instead of SSE
     stream: StrictBool = True
+    #: a JSON schema the final answer must match: the answer is then that JSON
+    output_schema: dict[str, Any] | None = None
 
 
 @dataclass
@@ -328,7 +330,7 @@ def _session_routes(app: FastAPI, server: Server) -> None:
     )
     async def post_message(session: str, body: MessageIn) -> Response:
         """Run a turn (or answer the pending question) and stream its events as SSE."""
-        feed = await server.turns.start(server.agent, session, body.message, body.reply_to)
+        feed = await server.turns.start(server.agent, session, body.message, body.reply_to, body.output_schema)
 
         async def files_left() -> dict[str, Any]:
             return {"files": await server.files.list(session)} if server.files is not None else {}

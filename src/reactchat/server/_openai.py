@@ -123,6 +123,19 @@ class ChatRequest(Body):
         return value
 
     stream_options: dict[str, Any] | None = None
+    #: ``{"type": "json_schema", "json_schema": {"name": ..., "schema": {...}}}`` types the answer
+    response_format: dict[str, Any] | None = None
+
+
+def _answer_schema(body: ChatRequest) -> dict[str, Any] | None:
+    """The JSON schema of ``response_format`` (``json_schema``; ``json_object`` is any object)."""
+    wanted = body.response_format or {}
+    if wanted.get("type") == "json_schema":
+        schema = (wanted.get("json_schema") or {}).get("schema")
+        return dict(schema) if isinstance(schema, dict) else {"type": "object"}
+    if wanted.get("type") == "json_object":
+        return {"type": "object"}
+    return None
 
 
 def openai_routes(app: FastAPI, server: Server) -> None:
@@ -165,7 +178,7 @@ def openai_routes(app: FastAPI, server: Server) -> None:
         else:
             caller = Caller(request, server)
             session, reply_to = await _derive_session(caller, body, talk)
-        feed = await server.turns.start(server.agent, session, talk[-1].text, reply_to)
+        feed = await server.turns.start(server.agent, session, talk[-1].text, reply_to, _answer_schema(body))
         model = body.model or server.config.served_model
         completion = f"chatcmpl-{uuid.uuid4().hex}"
         headers = {"X-Session-Id": session}

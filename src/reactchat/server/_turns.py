@@ -110,10 +110,18 @@ class Turns:
     def __init__(self) -> None:
         self.running: dict[str, asyncio.Task[None]] = {}
 
-    async def start(self, agent: Agent, session: str, message: str | None, reply_to: str | None) -> TurnFeed:
-        """Start a turn. ``SessionBusy``, ``SessionNotFound`` and ``AlreadyAnswered`` raise
-        here, before anything is recorded, so the request can answer with a clear status."""
-        stream = aiter(agent.turn(message, session, reply_to=reply_to, deltas=True))
+    async def start(
+        self,
+        agent: Agent,
+        session: str,
+        message: str | None,
+        reply_to: str | None,
+        output_schema: dict[str, Any] | None = None,
+    ) -> TurnFeed:
+        """Start a turn (its final answer typed by ``output_schema``, a JSON schema, if given).
+        ``SessionBusy``, ``SessionNotFound`` and ``AlreadyAnswered`` raise here, before
+        anything is recorded, so the request can answer with a clear status."""
+        stream = aiter(agent.turn(message, session, reply_to=reply_to, deltas=True, output_type=output_schema))
         first = await anext(stream)
         feed = TurnFeed(session)
         feed.put(first)
