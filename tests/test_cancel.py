@@ -149,3 +149,23 @@ def test_a_second_client_cancels_a_streaming_turn_over_http(tmp_path: Path) -> N
             assert view["status"] == "cancelled" and view["turns"][0]["status"] == "cancelled"
             again = second.post(f"/v1/sessions/{session}/cancel")
             assert again.status_code == 409
+
+
+async def test_the_local_model_streams_its_text_as_it_generates() -> None:
+    model = LocalModel(n_threads=1, grammar=False)
+    pieces: list[str] = []
+    request = Request(messages=[UserMessage(content="Name three flowers.")], max_tokens=24, stop=["\n\n\n"])
+    request.on_delta = pieces.append
+    reply = await model.complete(request)
+    assert len(pieces) > 3, pieces
+    assert "".join(pieces) == reply.text
+
+
+async def test_an_agent_on_the_local_model_streams_deltas_before_each_step() -> None:
+    agent = Agent(model=LocalModel(n_threads=1, max_tokens=48), ask_user=False)
+    deltas, steps = [], []
+    async for event in agent.stream("Say hello.", deltas=True):
+        (deltas if event.type == "delta" else steps).append(event)
+    assert deltas and steps[-1].type == "answer"
+    streamed = "".join(d.text for d in deltas)  # type: ignore[attr-defined]
+    assert steps[-1].text in streamed  # type: ignore[attr-defined]

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from reactchat import Agent, ScriptedModel
 from reactchat.messages import ErrorEvent
+from reactchat.models.local import LocalModel
 from reactchat.output import Output, OutputInvalid
 from test_server_support import make_app, running
 
@@ -116,3 +117,17 @@ def test_over_http_and_the_openai_endpoint_the_answer_is_json_that_matches_the_s
         )
         content = completion.choices[0].message.content
         assert content is not None and json.loads(content) == {"flower": "rose", "euros": 92.184}
+
+
+def test_the_local_model_decodes_a_typed_answer_under_the_schema_grammar() -> None:
+    local = LocalModel(n_threads=1, max_tokens=160)
+    agent = Agent(model=local, output_type=Price, ask_user=False)
+    request = agent.transcript([], [], "A rose costs 80.16 euros. Answer with the flower and its price.").request()
+    request.output_schema = Price.model_json_schema()
+    grammar = local.grammar_for(request)
+    assert grammar is not None and "answer-json" in grammar and "euros" in grammar
+    result = agent.run("A rose costs 80.16 euros. Answer with the flower and its price.")
+    # whatever a 135M model thinks, its answer is a Price: the grammar allows nothing else
+    assert result.status == "done", result.events
+    assert isinstance(result.output, Price)
+    assert not [e for e in result.events if isinstance(e, ErrorEvent)]

@@ -235,6 +235,8 @@ class Loop:
         ``ContextTooLong`` the caller is ``retrying`` after shrinking the prompt)."""
         if self.on_delta is not None:
             request.on_delta = self.on_delta
+        if self.output is not None:
+            request.output_schema = self.output.schema
         started = time.perf_counter()
         try:
             with self.trace.chat(request) as span:

@@ -187,6 +187,9 @@ class Request(_Model):
     react: ReactLabels | None = None
     react_tools: list[ToolSpec] = Field(default_factory=list)
     max_tokens: int | None = None
+    #: the JSON schema a final answer must match (``Agent(output_type=...)``): a model that
+    #: constrains its output (the local one) decodes the answer under it
+    output_schema: dict[str, Any] | None = None
     #: where a streaming model sends its text as it comes (set by the engine when the
     #: caller asked for deltas); not part of what is sent
     on_delta: Callable[[str], Any] | None = Field(default=None, exclude=True, repr=False)

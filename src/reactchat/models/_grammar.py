@@ -216,34 +216,56 @@ def _check_tools(tools: list[ToolSpec]) -> None:
 
 
 def react_step_grammar(
-    labels: ReactLabels, tools: list[ToolSpec], *, leading_space: bool = True, limits: Limits = Limits()
+    labels: ReactLabels,
+    tools: list[ToolSpec],
+    *,
+    leading_space: bool = True,
+    limits: Limits = Limits(),
+    answer_schema: dict[str, Any] | None = None,
 ) -> str:
     """GBNF for one ReAct step continuing a scratchpad that ends with ``<Thought>:``.
 
     ``leading_space`` is False when the scratchpad already ends with whitespace.
-    With no tools, only the final answer is allowed.
+    With no tools, only the final answer is allowed; with ``answer_schema`` (a typed
+    answer) the final answer is JSON of that schema.
     """
     tools_json = json.dumps([t.model_dump() for t in tools])
-    return _react_step_grammar(labels.model_dump_json(), tools_json, leading_space, limits)
+    return _react_step_grammar(labels.model_dump_json(), tools_json, leading_space, limits, _json(answer_schema))
+
+
+def _json(schema: dict[str, Any] | None) -> str:
+    return json.dumps(schema, sort_keys=True) if schema is not None else ""
+
+
+def _answer_rule(converter: Any, answer_json: str, limits: Limits) -> tuple[str, str]:
+    """``(rule name, its line or "")`` for a final answer: one line of text, or JSON of
+    the schema ``answer_json`` (its rules go into ``converter``)."""
+    if not answer_json:
+        # one line: a 135M model that may start a new line tends to write a whole
+        # made-up dialogue after its answer; one line still holds a paragraph
+        return "answer-text", f"answer-text ::= [^ \\n] [^\\n]{{0,{limits.answer - 1}}}"
+    schema = converter.resolve_refs(json.loads(answer_json), "answer")
+    return converter.visit(schema, "answer-json"), ""
 
 
 @lru_cache(maxsize=64)
-def _react_step_grammar(labels_json: str, tools_json: str, leading_space: bool, limits: Limits) -> str:
+def _react_step_grammar(
+    labels_json: str, tools_json: str, leading_space: bool, limits: Limits, answer_json: str = ""
+) -> str:
     labels = ReactLabels.model_validate_json(labels_json)
     tools = [ToolSpec.model_validate(t) for t in json.loads(tools_json)]
     _check_tools(tools)
     converter = _schema_converter(limits)
     inputs = _add_tool_input_rules(converter, tools)
+    answer, answer_line = _answer_rule(converter, answer_json, limits)
     action_input = gbnf_literal(f"\n{labels.action_input}: ")
     space = '" " ' if leading_space else ""
     lines = [
         # the thought is one non-empty line; the step then either acts or answers
         f'root ::= {space}thought-text "\\n" ' + ("(action | final-answer)" if tools else "final-answer"),
         f"thought-text ::= [^ \\n] [^\\n]{{0,{limits.thought - 1}}}",
-        f"final-answer ::= {gbnf_literal(labels.final_answer + ': ')} answer-text",
-        # one line: a 135M model that may start a new line tends to write a whole
-        # made-up dialogue after its answer; one line still holds a paragraph
-        f"answer-text ::= [^ \\n] [^\\n]{{0,{limits.answer - 1}}}",
+        f"final-answer ::= {gbnf_literal(labels.final_answer + ': ')} {answer}",
+        *filter(None, [answer_line]),
     ]
     if tools:
         alternatives = " | ".join(f"{gbnf_literal(name)} {action_input} {rule}" for name, rule in inputs.items())
@@ -252,19 +274,30 @@ def _react_step_grammar(labels_json: str, tools_json: str, leading_space: bool, 
     return "\n".join(lines) + "\n" + schema_rules + "\n"
 
 
-def final_answer_grammar(*, leading_space: bool = True, limits: Limits = Limits()) -> str:
-    """GBNF for the answer line after a scratchpad that ends with ``<Final Answer>:``."""
+def final_answer_grammar(
+    *, leading_space: bool = True, limits: Limits = Limits(), answer_schema: dict[str, Any] | None = None
+) -> str:
+    """GBNF for the answer line after a scratchpad that ends with ``<Final Answer>:``
+    (JSON of ``answer_schema`` for a typed answer)."""
     space = '" " ' if leading_space else ""
-    return f"root ::= {space}[^ \\n] [^\\n]{{0,{limits.answer - 1}}}\n"
+    if answer_schema is None:
+        return f"root ::= {space}[^ \\n] [^\\n]{{0,{limits.answer - 1}}}\n"
+    converter = _schema_converter(limits)
+    answer, _ = _answer_rule(converter, _json(answer_schema), limits)
+    rules: str = converter.format_grammar()
+    return f"root ::= {space}{answer}\n{rules}\n"
 
 
-def tool_call_grammar(tools: list[ToolSpec], *, limits: Limits = Limits()) -> str:
-    """GBNF for a native-protocol reply: one JSON tool call or a plain-text answer."""
-    return _tool_call_grammar(json.dumps([t.model_dump() for t in tools]), limits)
+def tool_call_grammar(
+    tools: list[ToolSpec], *, limits: Limits = Limits(), answer_schema: dict[str, Any] | None = None
+) -> str:
+    """GBNF for a native-protocol reply: one JSON tool call or a plain-text answer (JSON of
+    ``answer_schema`` for a typed answer)."""
+    return _tool_call_grammar(json.dumps([t.model_dump() for t in tools]), limits, _json(answer_schema))
 
 
 @lru_cache(maxsize=64)
-def _tool_call_grammar(tools_json: str, limits: Limits) -> str:
+def _tool_call_grammar(tools_json: str, limits: Limits, answer_json: str = "") -> str:
     tools = [ToolSpec.model_validate(t) for t in json.loads(tools_json)]
     _check_tools(tools)
     converter = _schema_converter(limits)
@@ -273,11 +306,14 @@ def _tool_call_grammar(tools_json: str, limits: Limits) -> str:
         f'{gbnf_literal(json.dumps(name))} space "," space "\\"input\\"" space ":" space {rule}'
         for name, rule in inputs.items()
     )
-    lines = [
-        "root ::= tool-call | answer-text" if tools else "root ::= answer-text",
+    answer = "answer-text"
+    lines = []
+    if answer_json:
+        answer = converter.visit(converter.resolve_refs(json.loads(answer_json), "answer"), "answer-json")
+    else:
         # any text that does not open a JSON object; ends when the model ends its turn
-        "answer-text ::= [^{ \\t\\n] [^\\x00]*",
-    ]
+        lines.append("answer-text ::= [^{ \\t\\n] [^\\x00]*")
+    lines.insert(0, f"root ::= tool-call | {answer}" if tools else f"root ::= {answer}")
     if tools:
         lines.append(f'tool-call ::= "{{" space "\\"tool\\"" space ":" space ({calls}) "}}" space')
     schema_rules: str = converter.format_grammar()

@@ -213,14 +213,20 @@ class LocalModel:
             if not prefill.rstrip().endswith(f"{request.react.thought}:"):
                 return None
             return react_step_grammar(
-                request.react, request.react_tools, leading_space=leading_space, limits=self.limits
+                request.react,
+                request.react_tools,
+                leading_space=leading_space,
+                limits=self.limits,
+                answer_schema=request.output_schema,
             )
         if prefill.rstrip().endswith(":") and request.stop:
             # a scratchpad ending in a label with no step grammar: the engine's last call,
             # "Final Answer:" once the step budget is spent; the value is one line
-            return final_answer_grammar(leading_space=leading_space, limits=self.limits)
+            return final_answer_grammar(
+                leading_space=leading_space, limits=self.limits, answer_schema=request.output_schema
+            )
         if request.tools and not prefill:
-            return tool_call_grammar(request.tools, limits=self.limits)
+            return tool_call_grammar(request.tools, limits=self.limits, answer_schema=request.output_schema)
         return None
 
     def _generate(
