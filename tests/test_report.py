@@ -108,3 +108,14 @@ def test_show_an_unknown_session_says_how_to_find_one(tmp_path: Path, capsys: py
     code, out, err = run(capsys, "show", "nope", "--db", str(db))
     assert code == 1 and out == ""
     assert "no session 'nope'" in err and "reactchat sessions" in err
+
+
+def test_ask_json_reports_the_turn_s_usage_and_cost(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    script = tmp_path / "replies.txt"
+    script.write_text(f"{ACT}\n---\n I know it.\nFinal Answer: 92.184", encoding="utf-8")
+    code, out, _ = run(
+        capsys, "ask", "80.16 plus 15%?", "--model", f"scripted:{script}", "--db", str(tmp_path / "s.db"), "--json"
+    )
+    assert code == 0
+    usage = json.loads(out)["usage"]
+    assert usage["calls"] == 2 and usage["cost"] == 0 and usage["output_tokens"] > 0

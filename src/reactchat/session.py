@@ -22,6 +22,7 @@ from reactchat.messages import (
     Usage,
     UserEvent,
 )
+from reactchat.usage import total
 
 if TYPE_CHECKING:
     from reactchat.messages import PlanStep
@@ -336,5 +337,6 @@ class RunResult:
             "reply_to": self.pending.call_id if self.pending else None,
             "reason": self.reason,
             "steps": [step.__dict__ for step in self.steps],
-            "usage": self.usage.model_dump(),
+            # tokens, calls, seconds and cost of every model call of the turn (sub-agents' too)
+            "usage": total(self.events).to_dict(),
         }
