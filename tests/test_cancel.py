@@ -169,3 +169,28 @@ async def test_an_agent_on_the_local_model_streams_deltas_before_each_step() -> 
     assert deltas and steps[-1].type == "answer"
     streamed = "".join(d.text for d in deltas)  # type: ignore[attr-defined]
     assert steps[-1].text in streamed  # type: ignore[attr-defined]
+
+
+def test_a_server_shutting_down_leaves_its_turns_interrupted_not_cancelled(tmp_path: Path) -> None:
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    with SlowStream() as server:
+        app = create_app(lambda s: slow_agent(server, s), config=ServerConfig(store=store))
+        with running(app) as url, httpx.Client(base_url=url, timeout=30) as client:
+            session = client.post("/v1/sessions").json()["session"]
+
+            def follow() -> None:
+                with contextlib.suppress(httpx.HTTPError), httpx.Client(base_url=url, timeout=30) as own:
+                    own.post(f"/v1/sessions/{session}/messages", json={"message": "roses?"})
+
+            reader = threading.Thread(target=follow)
+            reader.start()
+            assert server.wait_streaming()
+        reader.join(10)
+        assert server.wait_closed(1, 5.0)
+
+    async def status() -> str:
+        agent = Agent(model=ScriptedModel([]), store=store)
+        state = await agent.state(session)
+        return state.turns[0].status
+
+    assert asyncio.run(status()) == "interrupted"

@@ -54,6 +54,11 @@ Admitted = tuple[Tool, dict[str, Any], tuple[str, str]]
 ONE_QUESTION = "Ask one question at a time; ask this one after the answer."
 
 
+#: the message of a cancellation that stops a run because its process shuts down
+#: (``task.cancel(SHUTDOWN)``): the turn is left interrupted, not recorded as cancelled
+SHUTDOWN = "reactchat: shutting down"
+
+
 @dataclass
 class Loop:
     """The ReAct loop of one run: one agent, in one turn of one session.
@@ -146,9 +151,12 @@ class Loop:
         except asyncio.CancelledError as error:
             # the caller stopped the run (a stop button, Ctrl-C, task.cancel()): the model
             # call in flight was closed by the cancellation; record that the turn ended here,
-            # with everything it had observed, and let the cancellation go on
-            failure, status = error, "cancelled"
-            await self.emit(AnswerEvent(text="", status="cancelled", reason="cancelled"))
+            # with everything it had observed, and let the cancellation go on. A process
+            # shutting down leaves the turn interrupted instead: the next run finishes it.
+            failure = error
+            if error.args[:1] != (SHUTDOWN,):
+                status = "cancelled"
+                await self.emit(AnswerEvent(text="", status="cancelled", reason="cancelled"))
             raise
         except BaseException as error:
             failure = error

@@ -294,14 +294,18 @@ class Run:
 
         self._on_delta = delta
         task = asyncio.create_task(pump())
+        why: tuple[Any, ...] = ()
         try:
             while (item := await queue.get()) is not None:
                 if isinstance(item, BaseException):
                     raise item
                 yield item
+        except asyncio.CancelledError as stop:
+            why = stop.args  # passed on: a server shutdown is not a user's cancel
+            raise
         finally:
             if not task.done():
-                task.cancel()
+                task.cancel(*why)
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
 

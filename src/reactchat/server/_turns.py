@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from reactchat.agent import Agent
+from reactchat.loop import SHUTDOWN
 from reactchat.messages import DeltaEvent, ErrorEvent, Event
 from reactchat.models import ModelError
 from reactchat.session import Outcome, Pending
@@ -151,10 +152,11 @@ class Turns:
         return True
 
     async def stop_all(self) -> None:
-        """Cancel running turns at shutdown; their events so far stay in the store."""
+        """Cancel running turns at shutdown; their events so far stay in the store, and the
+        turns stay interrupted (not cancelled): the next message or worker finishes them."""
         tasks = list(self.running.values())
         for task in tasks:
-            task.cancel()
+            task.cancel(SHUTDOWN)
         for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -223,7 +225,7 @@ def pending_view(pending: Pending | None) -> dict[str, Any] | None:
 
 
 def _status(outcome: Outcome, events: list[Event], failure: BaseException | None) -> str:
-    if isinstance(failure, asyncio.CancelledError):
+    if isinstance(failure, asyncio.CancelledError) and failure.args[:1] != (SHUTDOWN,):
         return "cancelled"
     return "interrupted" if failure is not None or not events else outcome.status
 
