@@ -233,6 +233,14 @@ class _Turn(TurnTrace):
     def chat(self, request: Request) -> ChatTrace:
         return _Chat(self, request)
 
+    def child(self, name: str, kind: Any, attributes: dict[str, Any]) -> tuple[Any, Any]:
+        """A span under this run's, made current: ``(span, scope)``; ``scope.__exit__`` ends currency."""
+        attributes["gen_ai.conversation.id"] = self.session
+        span = self.otel.tracer.start_span(name, context=self.context, kind=kind, attributes=attributes)
+        scope = _current(self.otel, span)
+        scope.__enter__()
+        return span, scope
+
     def tool(self, name: str, call_id: str, arguments: Any) -> ToolTrace:
         return _Tool(self, name, call_id, arguments)
 
@@ -278,22 +286,16 @@ class _Chat(ChatTrace):
         self.turn = turn
         self.request = request
         self.started = 0.0
-        self.error_type: str | None = None
         self._scope: Any = None
 
     def __enter__(self) -> ChatTrace:
-        turn, otel = self.turn, self.turn.otel
-        self.span = otel.tracer.start_span(
-            f"chat {turn.model}",
-            context=turn.context,
-            kind=otel.trace.SpanKind.CLIENT,
-            attributes={
-                "gen_ai.operation.name": "chat",
-                "gen_ai.provider.name": turn.provider,
-                "gen_ai.request.model": turn.model,
-                "gen_ai.conversation.id": turn.session,
-            },
-        )
+        turn = self.turn
+        attributes = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.provider.name": turn.provider,
+            "gen_ai.request.model": turn.model,
+        }
+        self.span, self._scope = turn.child(f"chat {turn.model}", turn.otel.trace.SpanKind.CLIENT, attributes)
         if self.span.is_recording():
             request = self.request
             if request.max_tokens:
@@ -302,8 +304,6 @@ class _Chat(ChatTrace):
                 self.span.set_attribute("gen_ai.request.stop_sequences", list(request.stop))
             if turn.capture:
                 self.span.set_attribute("gen_ai.input.messages", _messages_json(request))
-        self._scope = _current(otel, self.span)
-        self._scope.__enter__()
         self.started = time.perf_counter()
         return self
 
@@ -356,23 +356,16 @@ class _Tool(ToolTrace):
         self._scope: Any = None
 
     def __enter__(self) -> ToolTrace:
-        turn, otel = self.turn, self.turn.otel
-        self.span = otel.tracer.start_span(
-            f"execute_tool {self.name}",
-            context=turn.context,
-            kind=otel.trace.SpanKind.INTERNAL,
-            attributes={
-                "gen_ai.operation.name": "execute_tool",
-                "gen_ai.tool.name": self.name,
-                "gen_ai.tool.call.id": self.call_id,
-                "gen_ai.tool.type": "function",
-                "gen_ai.conversation.id": turn.session,
-            },
-        )
+        turn = self.turn
+        attributes = {
+            "gen_ai.operation.name": "execute_tool",
+            "gen_ai.tool.name": self.name,
+            "gen_ai.tool.call.id": self.call_id,
+            "gen_ai.tool.type": "function",
+        }
+        self.span, self._scope = turn.child(f"execute_tool {self.name}", turn.otel.trace.SpanKind.INTERNAL, attributes)
         if turn.capture and self.span.is_recording():
             self.span.set_attribute("gen_ai.tool.call.arguments", _json(self.arguments))
-        self._scope = _current(otel, self.span)
-        self._scope.__enter__()
         return self
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
