@@ -291,6 +291,7 @@ def test_the_stop_button_cancels_the_turn_and_the_next_message_starts_afresh(pag
     stop = page.get_by_test_id("stop")
     expect(stop).to_be_visible()
     expect(page.get_by_test_id("send")).to_be_hidden()
+    expect(page.get_by_test_id("user")).to_have_text("slow compute 6 * 7")
     page.screenshot(path=str(shots / "stop-button.png"), full_page=True)
     stop.click()
     expect(page.get_by_test_id("note")).to_have_text("Stopped: the turn was cancelled.")
