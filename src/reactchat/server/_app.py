@@ -345,7 +345,7 @@ def _session_routes(app: FastAPI, server: Server) -> None:
         result.update(await files_left())
         return JSONResponse(result)
 
-    @app.post("/v1/sessions/{session}/cancel", response_model=None)
+    @app.post("/v1/sessions/{session}/cancel", response_model=None, responses=errors(*GUARDED, 404, 409, 503))
     async def cancel_turn(session: str) -> Response:
         """Stop the session's running turn: the model request in flight is closed, tools
         running in threads are abandoned, and the turn is recorded as ``cancelled`` with
