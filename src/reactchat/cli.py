@@ -17,7 +17,6 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, ClassVar, TextIO
 
 from reactchat._tool_refs import close_tools
@@ -34,41 +33,10 @@ from reactchat.messages import (
     UserEvent,
 )
 from reactchat.models import ModelError
+from reactchat.store import default_db, store_url
 
 EXIT_WAITING = 3
 EXIT_STOPPED = 4
-
-
-def default_db() -> str:
-    """The store URL: ``REACTCHAT_DB`` (a path or a URL), else a file in the user's data dir."""
-    value = os.environ.get("REACTCHAT_DB")
-    if value:
-        return value
-    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
-    return str(base / "reactchat" / "sessions.db")
-
-
-def store_url(db: str) -> str:
-    """A ``--db`` value as a store URL: paths become ``sqlite:///path``."""
-    if "://" in db or db.startswith("memory:"):
-        return db
-    path = Path(db).expanduser().resolve()
-    check_sqlite_file(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{path}"
-
-
-def check_sqlite_file(path: Path) -> None:
-    """``ValueError`` (a clear CLI error) unless ``path`` is absent, empty or a SQLite database."""
-    if path.is_dir():
-        raise ValueError(f"--db {path} is a directory: give a database file, such as {path / 'sessions.db'}")
-    if path.exists():
-        if not path.is_file():
-            raise ValueError(f"--db {path} is not a regular file")
-        with path.open("rb") as file:
-            head = file.read(16)
-        if head and head != b"SQLite format 3\x00":
-            raise ValueError(f"--db {path} is not a SQLite database: give a new path or a reactchat database")
 
 
 class Trace:

@@ -19,6 +19,7 @@ from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from reactchat.errors import ConfigError
 from reactchat.messages import ToolInput
 from reactchat.models._base import ContextTooLong, ModelError
 
@@ -272,28 +273,54 @@ async def emit_delta(text: str, sinks: Sequence[DeltaCallback]) -> None:
             await result
 
 
-def spec_options(rest: str) -> tuple[str, dict[str, str]]:
-    """``MODEL?key=value&key=value`` → the model name and its options (for ``--model``)."""
+#: the options both adapters take in a spec string (``openai:MODEL?max_tokens=256``)
+SPEC_OPTIONS: dict[str, type[Any]] = {
+    "max_tokens": int,
+    "temperature": float,
+    "context_tokens": int,
+    "timeout": float,
+    "retries": int,
+    "stream": bool,
+    "prefill": str,
+    "base_url": str,
+}
+
+
+def spec_options(rest: str) -> tuple[str, dict[str, Any]]:
+    """``MODEL?key=value&key=value`` → the model name and its options as keyword arguments
+    (``SPEC_OPTIONS``, converted to their types); ``ConfigError`` for anything else."""
     model, _, query = rest.partition("?")
-    options: dict[str, str] = {}
+    raw: dict[str, str] = {}
     for item in filter(None, query.split("&")):
         key, sep, value = item.partition("=")
         if not sep:
-            raise ValueError(f"model option {item!r} needs a value: use MODEL?{item}=VALUE")
-        options[key.strip()] = value.strip()
-    return model.strip(), options
+            raise ConfigError(f"model option {item!r} needs a value: use MODEL?{item}=VALUE")
+        raw[key.strip()] = value.strip()
+    unknown = sorted(set(raw) - set(SPEC_OPTIONS))
+    if unknown:
+        raise ConfigError(f"unknown model option(s) {unknown}: use {', '.join(SPEC_OPTIONS)}")
+    return model.strip(), {key: _option_value(key, value, SPEC_OPTIONS[key]) for key, value in raw.items()}
 
 
-def option_value(options: dict[str, str], key: str, kind: type[Any]) -> Any:
-    """One option converted to ``kind`` (int, float, bool, str), or a clear ``ValueError``."""
-    raw = options.pop(key)
+def _option_value(key: str, raw: str, kind: type[Any]) -> Any:
+    """One option converted to ``kind`` (int, float, bool, str), or a clear ``ConfigError``."""
     if kind is bool:
         if raw.casefold() in ("1", "true", "yes", "on"):
             return True
         if raw.casefold() in ("0", "false", "no", "off"):
             return False
-        raise ValueError(f"model option {key}={raw!r} must be true or false")
+        raise ConfigError(f"model option {key}={raw!r} must be true or false")
     try:
         return kind(raw)
     except ValueError:
-        raise ValueError(f"model option {key}={raw!r} must be a {kind.__name__}") from None
+        raise ConfigError(f"model option {key}={raw!r} must be a {kind.__name__}") from None
+
+
+_REJECTED: dict[tuple[str, str], dict[str, str]] = {}
+
+
+def rejected(where: Endpoint) -> dict[str, str]:
+    """What this server refused for this model, remembered for the process (every model
+    object talking to it learns from one refusal): a request parameter → what replaces it
+    (``""``: drop it), or a feature (``"prefill"``) → ``""``."""
+    return _REJECTED.setdefault((where.base_url, where.model), {})

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from reactchat.messages import AssistantMessage, Message, UserMessage
+from reactchat.messages import AssistantMessage, Message, Reply, StopReason, TextPart, UserMessage
 
 _THINK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL | re.IGNORECASE)
 
@@ -76,3 +76,11 @@ def cut_at_stop(text: str, stops: list[str]) -> tuple[str, bool]:
     if not cuts:
         return text, False
     return text[: min(cuts)], True
+
+
+def finish_scratchpad(reply: Reply, scratchpad: str, stop: list[str]) -> Reply:
+    """A chat reply to a prefilled scratchpad as the model's continuation of it: echoes
+    removed, cut at the first stop sequence (for servers that ignore them)."""
+    text, cut = cut_at_stop(continuation(reply.text, scratchpad), stop)
+    stop_reason: StopReason = "stop_sequence" if cut else reply.stop_reason
+    return Reply(parts=[TextPart(text=text)], stop_reason=stop_reason, usage=reply.usage)

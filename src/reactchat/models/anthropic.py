@@ -26,6 +26,7 @@ import os
 import re
 from typing import Any, Literal
 
+from reactchat.errors import ConfigError
 from reactchat.messages import (
     AssistantMessage,
     Message,
@@ -48,12 +49,12 @@ from reactchat.models._http import (
     call_with_retries,
     delta_sinks,
     emit_delta,
-    option_value,
     parse_arguments,
+    rejected,
     server_message,
     spec_options,
 )
-from reactchat.models._http_prefill import continuation, cut_at_stop, prefill_as_user, split_prefill
+from reactchat.models._http_prefill import finish_scratchpad, prefill_as_user, split_prefill
 
 _INSTALL_HINT = "pip install 'reactchat[anthropic]'"
 _ANTHROPIC_URL = "https://api.anthropic.com"
@@ -67,16 +68,12 @@ _STOP: dict[str, StopReason] = {
     "model_context_window_exceeded": "max_tokens",
 }
 Prefill = Literal["auto", "assistant", "user"]
-#: models that answered "This model does not support assistant message prefill"
-_REFUSES_PREFILL: set[str] = set()
 _VERSION = re.compile(r"claude-(?:[a-z]+-)?(\d+)(?:-(\d{1,2})(?!\d))?")
 
 
 def refuses_prefill(model: str) -> bool:
-    """Whether ``model`` is known to refuse assistant prefill: Claude 4.6 and later do,
-    and so does any model that has refused it in this process."""
-    if model in _REFUSES_PREFILL:
-        return True
+    """Whether ``model`` is known to refuse assistant prefill: Claude 4.6 and later do
+    (one that refuses it at run time is remembered: ``rejected(endpoint)``)."""
     match = _VERSION.search(model)
     if match is None:
         return False  # an unknown name (a proxy's alias): try prefill, learn from a refusal
@@ -114,9 +111,9 @@ class AnthropicModel:
         http_client: Any = None,
     ) -> None:
         if not model:
-            raise ValueError("anthropic models need a model name: 'anthropic:claude-sonnet-4-6'")
+            raise ConfigError("anthropic models need a model name: 'anthropic:claude-sonnet-4-6'")
         if prefill not in ("auto", "assistant", "user"):
-            raise ValueError(f"prefill must be 'auto', 'assistant' or 'user', not {prefill!r}")
+            raise ConfigError(f"prefill must be 'auto', 'assistant' or 'user', not {prefill!r}")
         _sdk()
         self.model = model
         self.name = f"anthropic:{model}"
@@ -162,20 +159,15 @@ class AnthropicModel:
         except ModelError as error:
             if scratchpad is None or self.prefill != "auto" or "prefill" not in str(error).casefold():
                 raise
-            # Claude 4.6 and later refuse prefill: remember it for every model object of
-            # this process, so one refusal is enough
-            _REFUSES_PREFILL.add(self.model)
+            rejected(self._endpoint)["prefill"] = ""  # one refusal is enough for the whole process
             reply = await self._complete(request, messages, scratchpad)
-        if scratchpad is None:
-            return reply
-        text, cut = cut_at_stop(continuation(reply.text, scratchpad), request.stop)
-        stop_reason: StopReason = "stop_sequence" if cut else reply.stop_reason
-        return Reply(parts=[TextPart(text=text)], stop_reason=stop_reason, usage=reply.usage)
+        return reply if scratchpad is None else finish_scratchpad(reply, scratchpad, request.stop)
 
     async def _complete(self, request: Request, messages: list[Message], scratchpad: str | None) -> Reply:
         prefill: str | None = None
         if scratchpad is not None:
-            if self.prefill == "user" or (self.prefill == "auto" and refuses_prefill(self.model)):
+            refused = "prefill" in rejected(self._endpoint) or refuses_prefill(self.model)
+            if self.prefill == "user" or (self.prefill == "auto" and refused):
                 messages = prefill_as_user(messages, scratchpad)
             else:
                 prefill = scratchpad.rstrip()  # the API rejects a prefill ending in whitespace
@@ -331,22 +323,7 @@ def _reply(message: Any) -> Reply:
     )
 
 
-_OPTIONS: dict[str, type[Any]] = {
-    "max_tokens": int,
-    "temperature": float,
-    "context_tokens": int,
-    "timeout": float,
-    "retries": int,
-    "stream": bool,
-    "prefill": str,
-    "base_url": str,
-}
-
-
 def from_spec(rest: str) -> AnthropicModel:
     """``anthropic:MODEL`` or ``anthropic:MODEL?max_tokens=1024&stream=false``."""
     model, options = spec_options(rest)
-    kwargs = {key: option_value(options, key, kind) for key, kind in _OPTIONS.items() if key in options}
-    if options:
-        raise ValueError(f"unknown model option(s) {sorted(options)}: use {', '.join(_OPTIONS)}")
-    return AnthropicModel(model, **kwargs)
+    return AnthropicModel(model, **options)

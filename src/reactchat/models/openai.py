@@ -28,6 +28,7 @@ import os
 import re
 from typing import Any, Literal
 
+from reactchat.errors import ConfigError
 from reactchat.messages import (
     AssistantMessage,
     Message,
@@ -50,12 +51,12 @@ from reactchat.models._http import (
     call_with_retries,
     delta_sinks,
     emit_delta,
-    option_value,
     parse_arguments,
+    rejected,
     server_message,
     spec_options,
 )
-from reactchat.models._http_prefill import continuation, cut_at_stop, prefill_as_user, split_prefill
+from reactchat.models._http_prefill import finish_scratchpad, prefill_as_user, split_prefill
 
 _INSTALL_HINT = "pip install 'reactchat[openai]'"
 _OPENAI_URL = "https://api.openai.com/v1"
@@ -103,9 +104,9 @@ class OpenAIModel:
         http_client: Any = None,
     ) -> None:
         if not model:
-            raise ValueError("openai models need a model name: 'openai:gpt-4o-mini'")
+            raise ConfigError("openai models need a model name: 'openai:gpt-4o-mini'")
         if prefill not in ("user", "assistant"):
-            raise ValueError(f"prefill must be 'user' or 'assistant', not {prefill!r}")
+            raise ConfigError(f"prefill must be 'user' or 'assistant', not {prefill!r}")
         _sdk()  # fail now, with the install hint, rather than on the first call
         self.model = model
         self.name = f"openai:{model}"
@@ -132,8 +133,6 @@ class OpenAIModel:
         provider = "OpenAI" if self.base_url == _OPENAI_URL else "the OpenAI-compatible server"
         self._endpoint = Endpoint(provider, model, self.base_url, "OPENAI_API_KEY", "openai")
         self._clients = ClientPerLoop(self._new_client)
-        #: parameters this server rejected, with what replaces them ("" = drop)
-        self._rejected: dict[str, str] = {}
 
     def _new_client(self) -> Any:
         return _sdk().AsyncOpenAI(
@@ -159,11 +158,7 @@ class OpenAIModel:
         params = self._params(request, messages)
         sinks = delta_sinks(self.on_delta, request.on_delta)
         reply = await call_with_retries(lambda: self._call(params, sinks), self._endpoint, self.policy)
-        if scratchpad is None:
-            return reply
-        text, cut = cut_at_stop(continuation(reply.text, scratchpad), request.stop)
-        stop_reason: StopReason = "stop_sequence" if cut else reply.stop_reason
-        return Reply(parts=[TextPart(text=text)], stop_reason=stop_reason, usage=reply.usage)
+        return reply if scratchpad is None else finish_scratchpad(reply, scratchpad, request.stop)
 
     def _params(self, request: Request, messages: list[Message]) -> dict[str, Any]:
         params: dict[str, Any] = {"model": self.model, "messages": [_message(m) for m in messages]}
@@ -191,7 +186,7 @@ class OpenAIModel:
 
     async def _call(self, params: dict[str, Any], sinks: list[DeltaCallback]) -> Reply:
         sent = dict(params)
-        for name, replacement in self._rejected.items():
+        for name, replacement in rejected(self._endpoint).items():
             value = sent.pop(name, None)
             if replacement and value is not None:
                 sent[replacement] = value
@@ -211,9 +206,9 @@ class OpenAIModel:
         if not _UNSUPPORTED.search(message):
             return False
         for name in _OPTIONAL:
-            if name in sent and re.search(rf"\b{name}\b", message) and name not in self._rejected:
+            if name in sent and re.search(rf"\b{name}\b", message) and name not in rejected(self._endpoint):
                 wanted = "max_completion_tokens" if name == "max_tokens" and "max_completion_tokens" in message else ""
-                self._rejected[name] = wanted
+                rejected(self._endpoint)[name] = wanted
                 return True
         return False
 
@@ -325,22 +320,7 @@ def _reply(response: Any) -> Reply:
     )
 
 
-_OPTIONS: dict[str, type[Any]] = {
-    "max_tokens": int,
-    "temperature": float,
-    "context_tokens": int,
-    "timeout": float,
-    "retries": int,
-    "stream": bool,
-    "prefill": str,
-    "base_url": str,
-}
-
-
 def from_spec(rest: str) -> OpenAIModel:
     """``openai:MODEL`` or ``openai:MODEL?max_tokens=256&prefill=assistant&stream=false``."""
     model, options = spec_options(rest)
-    kwargs = {key: option_value(options, key, kind) for key, kind in _OPTIONS.items() if key in options}
-    if options:
-        raise ValueError(f"unknown model option(s) {sorted(options)}: use {', '.join(_OPTIONS)}")
-    return OpenAIModel(model, **kwargs)
+    return OpenAIModel(model, **options)

@@ -16,8 +16,9 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError(f"reactchat.server needs the server extra: pip install 'reactchat[server]' ({exc})") from exc
 
 from reactchat.server._app import create_app, default_agent
-from reactchat.server._config import AgentFactory, ServerConfig, check_exposure, store_url
+from reactchat.server._config import AgentFactory, ServerConfig, check_exposure
 from reactchat.server._serve import app_from_env, serve
+from reactchat.store import store_url
 
 __all__ = [
     "AgentFactory",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ipaddress
-import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -65,15 +64,6 @@ class ServerConfig:
         if self.model_name:
             return self.model_name
         return self.model if isinstance(self.model, str) else self.model.name
-
-
-def store_url(db: str | None) -> str:
-    """A ``--db`` value (a path or a URL; ``REACTCHAT_DB`` when None) as a store URL."""
-    db = db or os.environ.get("REACTCHAT_DB") or "reactchat.db"
-    if "://" in db or db.startswith("memory:"):
-        return db
-    path = Path(db).expanduser().resolve()
-    return f"sqlite:///{path}"
 
 
 def is_loopback(host: str) -> bool:

@@ -8,7 +8,8 @@ from typing import Any
 from fastapi import FastAPI
 
 from reactchat.server._app import create_app
-from reactchat.server._config import ServerConfig, check_exposure, load_users, store_url
+from reactchat.server._config import ServerConfig, check_exposure, load_users
+from reactchat.store import store_url
 
 
 def serve(
@@ -23,7 +24,7 @@ def serve(
 ) -> None:
     """Serve the API and the page until interrupted.
 
-    ``db`` is a SQLite path or a store URL (``REACTCHAT_DB`` when None); ``token``
+    ``db`` is a SQLite path or a store URL (``reactchat.store.default_db()`` when None); ``token``
     (``REACTCHAT_TOKEN`` when None) or ``token_file`` (``REACTCHAT_TOKEN_FILE``: one
     ``NAME TOKEN`` line per user) is required on any host but loopback. Requests must be
     addressed to a loopback name, ``host`` itself or one of ``allowed_hosts``. ``tools``
@@ -60,7 +61,8 @@ def config_from_env(
 def app_from_env() -> FastAPI:
     """An app configured from the environment, for ``uvicorn --factory`` with several workers.
 
-    ``REACTCHAT_DB`` (store URL or SQLite path), ``REACTCHAT_MODEL`` (default ``local``),
+    ``REACTCHAT_DB`` (store URL or SQLite path; default ``reactchat.store.default_db()``),
+    ``REACTCHAT_MODEL`` (default ``local``),
     ``REACTCHAT_TOKEN`` or ``REACTCHAT_TOKEN_FILE``, ``REACTCHAT_ALLOWED_HOSTS``,
     ``REACTCHAT_TOOLS``, ``REACTCHAT_MCP``, ``REACTCHAT_SEARCH``. The rule of ``reactchat
     serve`` holds: set ``REACTCHAT_HOST`` to the address uvicorn listens on and a

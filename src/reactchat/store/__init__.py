@@ -9,6 +9,8 @@ session (its history, a pending question, an interrupted turn) is derived from t
 from __future__ import annotations
 
 import importlib
+import os
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from reactchat.errors import AlreadyAnswered, ConfigError, SessionBusy, SessionNotFound
@@ -86,4 +88,48 @@ def resolve_store(spec: str | Store) -> Store:
     return store
 
 
-__all__ = ["AlreadyAnswered", "SessionBusy", "SessionNotFound", "Store", "resolve_store"]
+def default_db() -> str:
+    """Where sessions live unless told otherwise (the CLI and the server alike):
+    ``$REACTCHAT_DB`` (a path or a URL), else ``sessions.db`` in the user's data
+    directory (``$XDG_DATA_HOME/reactchat``, by default ``~/.local/share/reactchat``)."""
+    value = os.environ.get("REACTCHAT_DB")
+    if value:
+        return value
+    base = Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share")
+    return str(base / "reactchat" / "sessions.db")
+
+
+def store_url(db: str | None = None) -> str:
+    """A ``--db`` value (a SQLite path or a store URL; ``default_db()`` when None) as a
+    store URL; a SQLite file's folder is created if needed."""
+    db = db or default_db()
+    if "://" in db or db.startswith("memory:"):
+        return db
+    path = Path(db).expanduser().resolve()
+    check_sqlite_file(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+def check_sqlite_file(path: Path) -> None:
+    """``ConfigError`` unless ``path`` is absent, empty or a SQLite database."""
+    if path.is_dir():
+        raise ConfigError(f"--db {path} is a directory: give a database file, such as {path / 'sessions.db'}")
+    if path.exists():
+        if not path.is_file():
+            raise ConfigError(f"--db {path} is not a regular file")
+        with path.open("rb") as file:
+            head = file.read(16)
+        if head and head != b"SQLite format 3\x00":
+            raise ConfigError(f"--db {path} is not a SQLite database: give a new path or a reactchat database")
+
+
+__all__ = [
+    "AlreadyAnswered",
+    "SessionBusy",
+    "SessionNotFound",
+    "Store",
+    "default_db",
+    "resolve_store",
+    "store_url",
+]
