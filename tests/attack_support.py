@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
 from test_server_support import free_port, make_app
 
 TESTS = Path(__file__).resolve().parent

@@ -28,6 +28,7 @@ def test_worker_runs_n_steps_and_reports(framework: str) -> None:
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert report["framework"] == framework
+    assert (report["answer"], report["tool_calls"]) == ("done", n)  # the task was done, not only timed
     assert len(report["run_s"]) == runs
     assert len(report["step_s"]) == len(report["step_cpu_s"]) == runs * (n - 1)
     assert all(t > 0 for t in report["run_s"])

@@ -105,3 +105,17 @@ def test_a_model_failure_is_a_clear_error_not_a_traceback(tmp_path: Path) -> Non
     assert out.returncode == 1
     assert "reactchat: error: ScriptedModel has no reply left" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_the_command_and_the_server_share_one_default_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from reactchat.cli import parser
+    from reactchat.store import store_url
+
+    monkeypatch.delenv("REACTCHAT_DB", raising=False)
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
+    expected = f"sqlite:///{tmp_path / 'reactchat' / 'sessions.db'}"
+    assert store_url(None) == expected  # what `serve(db=None)` and `app_from_env()` open
+    for command in (["ask", "q"], ["chat"], ["serve"]):
+        assert store_url(parser().parse_args(command).db) == expected
+    monkeypatch.setenv("REACTCHAT_DB", "postgresql://db.example/chat")
+    assert store_url(None) == "postgresql://db.example/chat"

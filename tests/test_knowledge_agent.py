@@ -11,7 +11,7 @@ import pytest
 from reactchat import Agent, ScriptedModel, Tool, tool
 from reactchat.knowledge import KnowledgeBase, attach
 from reactchat.messages import Request
-from reactchat.models._scripted import tool_call
+from reactchat.models import tool_call
 from reactchat.store import Store
 
 ROSES = b"# Market\n\nA bouquet of roses costs 80.16 dollars on average.\n\n# Tulips\n\nTulips are cheaper in spring.\n"

@@ -187,15 +187,20 @@ async def test_rewording_the_interrupted_sentence_changes_nothing_on_replay(
     await agent.store.close()
 
 
-async def test_sessions_stored_before_the_interrupted_field_are_migrated(tmp_path: Path) -> None:
-    from reactchat.store._migrations import LEGACY_INTERRUPTED
+#: how earlier versions marked an interrupted call: in the observation's text alone
+LEGACY = (
+    "This call was interrupted before it returned (the process running it stopped), so its "
+    "effect is unknown and it was not run again. Check before relying on it."
+)
 
+
+async def test_sessions_stored_before_the_interrupted_field_are_migrated(tmp_path: Path) -> None:
     path = tmp_path / "old.db"
     CALLS.clear()
     session, agent = await crashed_session(f"sqlite:///{path}", None)
     await agent.store.close()
     legacy = ObservationEvent(
-        session=session, turn=1, step=1, call_id="call_1_1_0", tool="lookup", text=LEGACY_INTERRUPTED, is_error=True
+        session=session, turn=1, step=1, call_id="call_1_1_0", tool="lookup", text=LEGACY, is_error=True
     )
     body = json.loads(legacy.model_dump_json(exclude={"seq", "agent", "run", "interrupted"}))  # today's form
     with sqlite3.connect(path) as db:  # as the previous version stored it, before migration 3

@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from mcp_latency import children  # the benchmark counts the same way
 from reactchat import Agent, ScriptedModel, tool
 from reactchat.mcp import MCPConfigError, MCPServer, load_servers
-from reactchat.models._scripted import tool_call
+from reactchat.models import tool_call
 
 SERVER = str(Path(__file__).parent / "fixtures" / "mcp_server.py")
 

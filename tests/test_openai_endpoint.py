@@ -10,7 +10,7 @@ import openai
 import pytest
 from openai import OpenAI
 
-from test_server_support import make_app, running
+from server_support import make_app, running
 
 
 @pytest.fixture(scope="module")

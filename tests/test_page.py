@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from test_server_support import make_app, running
+from server_support import make_app, running
 
 CHROMIUM = os.environ.get("REACTCHAT_CHROMIUM", "/usr/bin/chromium")
 ARGS = [

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from reactchat.server import serve
-from test_server_support import make_app, parse_sse, running
+from server_support import make_app, parse_sse, running
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from test_server_support import free_port, parse_sse
+from server_support import free_port, parse_sse
 
 
 def test_reactchat_serve_answers_over_http_and_keeps_sessions_in_sqlite(tmp_path: Path) -> None:

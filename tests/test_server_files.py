@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from test_server_support import make_app, parse_sse, running
+from server_support import make_app, parse_sse, running
 
 NOTES = b"# Trip notes\n\nThe rose costs 80.16 euros at the florist on Rue Lepic.\n\nThe train leaves at 9:12.\n"
 

@@ -20,7 +20,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from test_server_support import parse_sse, start_worker
+from server_support import parse_sse, start_worker
 
 
 @pytest.fixture

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Literal
 
 import pytest
 
 from reactchat import Agent, RunContext, ScriptedModel, tool
+from reactchat.threads import ToolThreads
 from reactchat.toolbox import CalculatorError, calculator, evaluate
-from reactchat.tools import ToolInputError
+from reactchat.tools import ToolInputError, ToolTimeout
 
 
 @tool
@@ -124,3 +126,39 @@ def test_calculator(expression: str, expected: str) -> None:
 def test_calculator_refuses_what_is_not_bounded_arithmetic(expression: str, message: str) -> None:
     with pytest.raises(CalculatorError, match=message):
         evaluate(expression)
+
+
+async def test_sync_tools_run_on_a_bounded_pool_and_a_late_call_never_runs() -> None:
+    release = threading.Event()
+    ran: list[int] = []
+
+    @tool(timeout=0.2)
+    def hang(n: int) -> str:
+        """Wait until released."""
+        ran.append(n)
+        release.wait(5)
+        return "late"
+
+    threads = ToolThreads(2)
+    calls = [hang.run({"n": i}, None, threads) for i in range(4)]
+    results = await asyncio.gather(*calls, return_exceptions=True)
+    assert all(isinstance(r, ToolTimeout) for r in results)
+    assert threads.threads == 2 and sorted(ran) == [0, 1]  # two hang on the only two threads
+    release.set()
+    await asyncio.sleep(0.2)
+    assert sorted(ran) == [0, 1]  # the two that timed out while waiting for a thread never run
+
+
+def test_an_agent_owns_the_threads_of_its_sync_tools() -> None:
+    seen: set[str] = set()
+
+    @tool
+    def where() -> str:
+        """Say which thread runs this."""
+        seen.add(threading.current_thread().name)
+        return "here"
+
+    script = [" I look.\nAction: where\nAction Input: {}", " Done.\nFinal Answer: ok"]
+    agent = Agent(model=ScriptedModel(script), tools=[where], tool_threads=1)
+    assert agent.run("where?").answer == "ok"
+    assert agent.threads.threads == 1 and seen == {"reactchat-tool"}

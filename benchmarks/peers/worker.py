@@ -114,6 +114,8 @@ def main() -> None:
             "run_cpu_s": cpu_totals,
             "step_s": intervals,
             "step_cpu_s": cpu_intervals,
+            "answer": answer.strip(),
+            "tool_calls": len(marks),
         },
         sys.stdout,
     )

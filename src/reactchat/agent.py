@@ -29,6 +29,7 @@ from reactchat.packs import PromptPack, get_pack
 from reactchat.run import Run
 from reactchat.session import RunResult, SessionState
 from reactchat.store import Store, resolve_store
+from reactchat.threads import DEFAULT_TOOL_THREADS, ToolThreads
 from reactchat.tools import Tool, Toolset, as_tool
 
 if TYPE_CHECKING:
@@ -97,6 +98,7 @@ class Agent:
     ``max_plan_steps`` steps in all); ``reflect=Reflexion(...)`` retries rejected answers.
     See docs/agents.md.
 
+    ``tool_threads`` bounds the threads its sync tools run on (a hung call keeps one).
     ``session_tools(session, store)`` adds tools per session at the start of each turn;
     ``services`` reach tools as ``RunContext.services``; ``on_turn_end(session, store,
     status)`` runs once a turn has its final answer. More of both can be registered on
@@ -133,6 +135,7 @@ class Agent:
         approval: Policy | None = None,
         output_type: Any = None,
         output_retries: int = DEFAULT_RETRIES,
+        tool_threads: int = DEFAULT_TOOL_THREADS,
     ) -> None:
         if protocol not in ("react", "native"):
             raise ConfigError(f"protocol must be 'react' or 'native', not {protocol!r}")
@@ -181,6 +184,8 @@ class Agent:
         #: what a final answer must be: ``output_type`` is a pydantic model (or any type
         #: pydantic validates) or a JSON schema; a failing answer goes back as a correction
         self.output = as_output(output_type, output_retries)
+        #: the threads this agent's sync tools run on (at most ``tool_threads``)
+        self.threads = ToolThreads(tool_threads)
         self.hooks = Hooks(lambda: self.store)
         if session_tools is not None:
             self.hooks.session_tools.append(session_tools)

@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, TextIO
 
 from reactchat._tool_refs import close_tools
+from reactchat.errors import ReactchatError
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
@@ -32,7 +33,6 @@ from reactchat.messages import (
     TrialEvent,
     UserEvent,
 )
-from reactchat.models import ModelError
 from reactchat.store import default_db, store_url
 
 EXIT_WAITING = 3
@@ -440,7 +440,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:  # Ctrl-C: asyncio.run cancelled the turn, which recorded it as cancelled
         print("reactchat: stopped; the turn is recorded as cancelled", file=sys.stderr)
         return 130
-    except (ModelError, ValueError, LookupError, ImportError, RuntimeError, OSError) as exc:
+    except (ReactchatError, ValueError, LookupError, ImportError, RuntimeError, OSError) as exc:
         print(f"reactchat: error: {exc}", file=sys.stderr)
         return 1
 

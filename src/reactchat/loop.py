@@ -40,6 +40,7 @@ from reactchat.models import ContextTooLong, Model, ModelError
 from reactchat.output import Output, OutputInvalid
 from reactchat.session import Pending
 from reactchat.store import Store
+from reactchat.threads import ToolThreads
 from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
 from reactchat.tracing import NO_TRACE, TurnTrace, start_turn
 from reactchat.usage import measured
@@ -82,6 +83,8 @@ class Loop:
     run: str = ""
     deps: Any = None
     services: dict[str, Any] = field(default_factory=dict)
+    #: the threads sync tools run on (the agent's)
+    threads: ToolThreads | None = None
     #: where a streaming model's text goes as it comes (``Agent.stream(deltas=True)``)
     on_delta: Callable[[str], Any] | None = None
     #: ``Agent(approval=...)``: policy(tool name, arguments) -> whether a human approves the call first
@@ -399,7 +402,7 @@ class Loop:
         )
         with self.trace.tool(name, call.call_id, arguments) as span:
             try:
-                output = observation_text(await tool.run(arguments, context))
+                output = observation_text(await tool.run(arguments, context, self.threads))
                 is_error = False
             except PauseForUser:
                 raise

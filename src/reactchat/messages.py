@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-JSONValue = Any
 ToolInput = dict[str, Any] | str
 StopReason = Literal["end", "tool_use", "stop_sequence", "max_tokens", "error"]
 

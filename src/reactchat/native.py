@@ -1,4 +1,4 @@
-"""The native tool-calling protocol: the ``stop_reason`` loop of seed 001.
+"""The native tool-calling protocol: the model asks for tools in its reply and the loop goes on while it does.
 
 The conversation runs user → assistant (tool requests) → tool results → assistant
 (final answer). Every tool call gets exactly one result message, in the order of the
@@ -34,8 +34,6 @@ SYSTEM = (
 
 class NativeTranscript:
     """The message list of one turn for a model with native tool calling."""
-
-    native = True
 
     def __init__(
         self,

@@ -370,8 +370,6 @@ class ReactTranscript:
     so a model with a prefix cache evaluates only what is new.
     """
 
-    native = False
-
     def __init__(
         self,
         pack: PromptPack,

@@ -90,6 +90,7 @@ async def make_loop(
         max_depth=agent.max_depth,
         approval=agent.approval,
         output=output,
+        threads=agent.threads,
     )
 
 

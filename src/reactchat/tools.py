@@ -10,14 +10,10 @@ never shown to the model.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import copy
 import inspect
 import json
-import queue
 import re
-import threading
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, get_type_hints, overload, runtime_checkable
@@ -25,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, get_type_hint
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from reactchat.messages import ToolInput, ToolSpec
+from reactchat.threads import ToolThreads, shared_threads
 
 if TYPE_CHECKING:
     from reactchat.core import Call, ToolResult
@@ -231,8 +228,11 @@ class Tool:
         """The input schema as compact JSON, for prompts and error messages."""
         return json.dumps(self.input_schema, ensure_ascii=False, separators=(",", ":"))
 
-    async def run(self, arguments: dict[str, Any], context: RunContext | None = None) -> Any:
-        """Call the tool with validated arguments, applying its timeout."""
+    async def run(
+        self, arguments: dict[str, Any], context: RunContext | None = None, threads: ToolThreads | None = None
+    ) -> Any:
+        """Call the tool with validated arguments, applying its timeout; a sync tool with a
+        timeout runs on one of ``threads`` (the agent's pool; a shared one when None)."""
         kwargs = dict(arguments)
         for name in self.context_params:
             kwargs[name] = context
@@ -250,16 +250,16 @@ class Tool:
                 raise
         if self.timeout is None:
             return self.fn(**kwargs)
-        # A sync tool runs in a worker thread so that a hang cannot block the agent;
-        # a thread cannot be killed, so a hung call is abandoned, not stopped.
-        call = _Call(lambda: self.fn(**kwargs))
+        # on a worker thread, so that a hang cannot block the agent (see reactchat.threads)
+        call = (threads or shared_threads()).start(lambda: self.fn(**kwargs))
         if self._quick and call.wait(QUICK_WAIT):
             return call.outcome()
         # not back at once: wait without holding the event loop (and next time, too,
         # until a call of this tool is quick again)
         self._quick = False
         try:
-            return await call.settled(self.timeout, f"{self.name} did not return within {self.timeout:g} s")
+            expired = ToolTimeout(f"{self.name} did not return within {self.timeout:g} s")
+            return await call.settled(self.timeout, expired)
         finally:
             self._quick = call.seconds < QUICK_WAIT
 
@@ -269,99 +269,6 @@ class Tool:
 #: waiting here costs two thread switches where awaiting costs four and a wake-up of the
 #: loop. A tool that takes longer holds the loop this long once, then is awaited.
 QUICK_WAIT = 0.001
-
-_jobs: queue.SimpleQueue[_Call] = queue.SimpleQueue()
-_idle_lock = threading.Lock()
-_idle = 0
-
-
-class _Call:
-    """One sync tool call on a daemon worker thread.
-
-    Not the event loop's default executor: ``asyncio.run`` joins that one on exit, so a
-    hung tool would hang the caller after its timeout; daemon workers are abandoned.
-    """
-
-    __slots__ = ("done", "error", "fn", "future", "guard", "loop", "seconds", "started", "value")
-
-    def __init__(self, fn: Callable[[], Any]) -> None:
-        global _idle
-        self.fn: Callable[[], Any] | None = fn
-        self.value: Any = None
-        self.error: BaseException | None = None
-        self.done = threading.Lock()
-        self.done.acquire()  # released by the worker once the call has returned
-        self.guard = threading.Lock()  # orders "returned" against "someone awaits it"
-        self.loop: asyncio.AbstractEventLoop | None = None
-        self.future: asyncio.Future[Any] | None = None
-        self.started = time.perf_counter()
-        self.seconds = float("inf")
-        with _idle_lock:
-            if _idle:
-                _idle -= 1
-            else:
-                threading.Thread(target=_worker, name="reactchat-tool", daemon=True).start()
-        _jobs.put(self)
-
-    def wait(self, seconds: float) -> bool:
-        """Block this thread up to ``seconds`` for the call to return."""
-        return self.done.acquire(timeout=seconds)
-
-    def outcome(self) -> Any:
-        """The call's return value, or its exception raised."""
-        if self.error is not None:
-            raise self.error
-        return self.value
-
-    async def settled(self, timeout: float, expired: str) -> Any:
-        """Await the call; ``ToolTimeout(expired)`` after ``timeout`` seconds."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
-        with self.guard:
-            if self.fn is None:  # it returned meanwhile
-                return self.outcome()
-            self.loop, self.future = loop, future
-        timer = loop.call_later(timeout, _settle, future, None, ToolTimeout(expired))
-        try:
-            return await future
-        finally:
-            timer.cancel()
-
-    def run(self) -> None:
-        """On the worker: call, then tell whoever waits."""
-        fn = self.fn
-        assert fn is not None
-        try:
-            self.value = fn()
-        except BaseException as exc:  # handed to the waiting task, which reports it
-            self.error = exc
-        self.seconds = time.perf_counter() - self.started
-        with self.guard:
-            self.fn = None
-            loop, future = self.loop, self.future
-        self.done.release()
-        if loop is not None and future is not None:
-            with contextlib.suppress(RuntimeError):  # the loop may be closed if the call was abandoned
-                loop.call_soon_threadsafe(_settle, future, self.value, self.error)
-
-
-def _worker() -> None:
-    global _idle
-    while True:
-        call = _jobs.get()
-        call.run()
-        del call
-        with _idle_lock:
-            _idle += 1
-
-
-def _settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
-    if future.done():
-        return
-    if error is not None:
-        future.set_exception(error)
-    else:
-        future.set_result(value)
 
 
 def validation_problems(exc: ValidationError) -> str:

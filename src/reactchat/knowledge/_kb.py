@@ -154,7 +154,9 @@ class KnowledgeBase:
         self._opening = threading.Lock()
 
     _by_store: ClassVar[weakref.WeakKeyDictionary[Any, KnowledgeBase]] = weakref.WeakKeyDictionary()
-    _by_id: ClassVar[dict[int, KnowledgeBase]] = {}
+    #: stores that take no weak reference, kept alive with their knowledge base (an id
+    #: alone could be reused by another store once the first is collected)
+    _pinned: ClassVar[list[tuple[Any, KnowledgeBase]]] = []
 
     @classmethod
     def for_store(cls, store: Any, **options: Any) -> KnowledgeBase:
@@ -164,14 +166,14 @@ class KnowledgeBase:
         """
         try:
             kb = cls._by_store.get(store)
-        except TypeError:  # a store without weak references: keyed by identity, kept for the process
-            kb = cls._by_id.get(id(store))
+        except TypeError:  # a store without weak references
+            kb = next((kb for held, kb in cls._pinned if held is store), None)
         if kb is None:
             kb = cls(getattr(store, "url", "memory:"), **options)
             try:
                 cls._by_store[store] = kb
             except TypeError:
-                cls._by_id[id(store)] = kb
+                cls._pinned.append((store, kb))
         return kb
 
     @property

@@ -8,6 +8,6 @@ and ``context_tokens`` (its context window, when known).
 from __future__ import annotations
 
 from reactchat.models._base import ContextTooLong, Model, ModelError, resolve_model
-from reactchat.models._scripted import ScriptedModel
+from reactchat.models._scripted import ScriptedModel, tool_call, tool_calls
 
-__all__ = ["ContextTooLong", "Model", "ModelError", "ScriptedModel", "resolve_model"]
+__all__ = ["ContextTooLong", "Model", "ModelError", "ScriptedModel", "resolve_model", "tool_call", "tool_calls"]

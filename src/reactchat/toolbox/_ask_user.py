@@ -1,4 +1,4 @@
-"""``ask_user``: the agent asks the user a question mid-reasoning (seed 000)."""
+"""``ask_user``: the agent asks the user a question mid-reasoning and waits for the answer."""
 
 from __future__ import annotations
 

@@ -26,7 +26,6 @@ import uvicorn
 from reactchat import Agent
 from reactchat.messages import Reply, Request, TextPart
 from reactchat.models import ModelError
-from reactchat.models._http import emit_delta
 from reactchat.server import ServerConfig, create_app
 from reactchat.toolbox import calculator
 
@@ -67,7 +66,8 @@ class RuleModel:
         text = reply(request)
         if "stream" in question:  # like the openai: and anthropic: adapters, word by word
             for piece in re.split(r"(?<=\s)", text):
-                await emit_delta(piece, [request.on_delta] if request.on_delta else [])
+                if request.on_delta is not None:
+                    request.on_delta(piece)
                 await asyncio.sleep(0.05)
         return Reply(parts=[TextPart(text=text)])
 
