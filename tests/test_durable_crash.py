@@ -25,10 +25,10 @@ from collections import Counter
 from pathlib import Path
 
 from durable_child import make_agent
+from durable_support import CHILD, effects_of, new_session, stored
 from reactchat.messages import EVENTS, ActionEvent, Event, ObservationEvent, QuestionEvent, UserEvent
 from reactchat.session import SessionState
 from reactchat.store import SessionBusy
-from test_durable import CHILD, effects_of, new_session, stored
 
 RUNS = int(os.environ.get("REACTCHAT_CRASH_RUNS", "50"))
 PARALLEL = 4
