@@ -1,6 +1,6 @@
 """A real server process under attack (issue 17), watched while the attack runs.
 
-``serve`` starts uvicorn in a subprocess with the rule model of ``test_server_support``
+``serve`` starts uvicorn in a subprocess with the rule model of ``server_support``
 over a SQLite file; ``Watch`` samples the resident memory of the server and of every
 process it started (the parser processes), and keeps timing an innocent session's
 requests, so a test can assert that the attack neither bloats nor blocks the server.
@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from test_server_support import free_port, make_app
+
+from server_support import free_port, make_app
 
 TESTS = Path(__file__).resolve().parent
 

@@ -190,7 +190,7 @@ def parse_sse(text: str) -> list[tuple[str, dict[str, Any]]]:
 
 
 def start_worker(
-    db: str, log: Path, factory: str = "test_server_support:app_from_env", **env_vars: str
+    db: str, log: Path, factory: str = "server_support:app_from_env", **env_vars: str
 ) -> tuple[subprocess.Popen[bytes], str]:
     """A uvicorn worker process serving ``factory`` (a module of tests/) over ``db``."""
     port = free_port()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import httpx
 from openai import OpenAI
-from test_server_support import parse_sse, running, start_worker
 
 from agents_team import team_app
+from server_support import parse_sse, running, start_worker
 
 
 def test_sse_frames_carry_the_agent_path_and_the_session_shows_the_plan(tmp_path: Path) -> None:

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import httpx
 from openai import OpenAI
-from test_server_support import free_port, make_app, running
+
+from server_support import free_port, make_app, running
 
 USERS = {"alice": "alice-token-0123456789", "bob": "bob-token-0123456789ab"}
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
-from test_server_support import running
 
 from agents_team import team_app
+from server_support import running
 from test_page import browser  # noqa: F401  (the module's Chromium fixture)
 
 
