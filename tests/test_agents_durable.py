@@ -21,10 +21,10 @@ from collections import Counter
 from pathlib import Path
 
 from agents_team import deep_team, plan_steps, plan_team
+from durable_support import effects_of, new_session, stored
 from reactchat.messages import EVENTS, ActionEvent, Event, ObservationEvent, QuestionEvent
 from reactchat.session import SessionState
 from reactchat.store import SessionBusy
-from test_durable import effects_of, new_session, stored
 
 TEAM = str(Path(__file__).with_name("agents_team.py"))
 RUNS = int(os.environ.get("REACTCHAT_AGENTS_CRASH_RUNS", "30"))
