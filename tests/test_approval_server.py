@@ -17,8 +17,8 @@ from playwright.sync_api import Page, expect
 from reactchat import Agent
 from reactchat.server import ServerConfig, create_app
 from reactchat.toolbox import calculator
+from server_support import RuleModel, running
 from test_page import browser, page  # noqa: F401 - the page tests' Chromium, over this module's server
-from test_server_support import RuleModel, running
 
 
 def needs_approval(tool: str, arguments: dict[str, Any]) -> bool:
