@@ -32,7 +32,7 @@ from fixtures.slow_stream import SlowStream  # noqa: E402
 from reactchat import Agent  # noqa: E402
 from reactchat.models.openai import OpenAIModel  # noqa: E402
 from reactchat.server import ServerConfig, create_app  # noqa: E402
-from test_server_support import running  # noqa: E402
+from server_support import running  # noqa: E402
 
 
 def percentile(values: list[float], q: float) -> float:

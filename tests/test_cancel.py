@@ -19,7 +19,7 @@ from reactchat.messages import Request, UserMessage
 from reactchat.models.local import LocalModel
 from reactchat.models.openai import OpenAIModel
 from reactchat.server import ServerConfig, create_app
-from test_server_support import parse_sse, running
+from server_support import parse_sse, running
 
 
 async def test_a_cancelled_call_closes_the_provider_connection() -> None:

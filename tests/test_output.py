@@ -14,7 +14,7 @@ from reactchat import Agent, ScriptedModel
 from reactchat.messages import ErrorEvent
 from reactchat.models.local import LocalModel
 from reactchat.output import Output, OutputInvalid
-from test_server_support import make_app, running
+from server_support import make_app, running
 
 
 class Price(BaseModel):
