@@ -19,7 +19,7 @@ from reactchat._tool_refs import ToolReferenceError, tools_by_reference
 SERVER = str(Path(__file__).parent / "fixtures" / "mcp_server.py")
 
 TOOLS_MODULE = '''
-from reactchat import tool
+from reactchat import Agent, ScriptedModel, tool
 
 @tool
 def lookup(word: str) -> str:
@@ -32,6 +32,7 @@ def shout(text: str) -> str:
 
 ALL = [lookup, shout]
 NOT_A_TOOL = 42
+botanist = Agent(model=ScriptedModel(["Final Answer: the stalk"]), name="botanist", description="Knows plants.")
 '''
 
 
@@ -64,13 +65,21 @@ def test_tools_by_reference(tools_module: Path) -> None:
     assert lookup.name == "lookup" and shout("hi") == "HI"
 
 
+def test_an_agent_by_reference_is_a_sub_agent(tools_module: Path) -> None:
+    found = tools_by_reference("florist.tools:botanist")
+    model = ScriptedModel([call("botanist", {"task": "what is a stem?"}), FINAL])
+    result = Agent(model=model, tools=found, name="boss").run("what is a stem?")
+    assert result.steps[0].observation == "the stalk"
+    assert "boss/botanist" in {event.agent for event in result.events}
+
+
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
         ("florist.tools", "write a tool reference as module:name"),
         ("florist.nothing:x", "cannot import florist.nothing"),
         ("florist.tools:missing", "florist.tools has no missing"),
-        ("florist.tools:NOT_A_TOOL", "is a int, not a tool"),
+        ("florist.tools:NOT_A_TOOL", "is a int, not a tool, a function or an agent"),
     ],
 )
 def test_bad_references_say_what_is_wrong(tools_module: Path, spec: str, message: str) -> None:

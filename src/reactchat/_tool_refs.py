@@ -2,8 +2,8 @@
 
 ``--tools mypkg.tools:search,mypkg.tools:lookup`` (or ``REACTCHAT_TOOLS``) names tools by
 reference: each ``module:name`` is a ``Tool``, a function, a LangChain tool, an
-``MCPServer`` or a list of these (a toolkit). ``--mcp FILE`` (or ``REACTCHAT_MCP``) adds
-the servers of an ``mcpServers`` file. ``web_search`` is added when ``REACTCHAT_SEARCH``
+``MCPServer``, an ``Agent`` (a sub-agent) or a list of these (a toolkit). ``--mcp FILE``
+(or ``REACTCHAT_MCP``) adds the servers of an ``mcpServers`` file. ``web_search`` is added when ``REACTCHAT_SEARCH``
 names a backend, and ``fetch_url`` when the ``web`` extra is installed.
 """
 
@@ -30,6 +30,8 @@ class ToolReferenceError(ConfigError):
 
 def tools_by_reference(spec: str) -> list[Any]:
     """The tools named by ``module:name[,module:name...]``."""
+    from reactchat.agent import Agent
+
     found: list[Any] = []
     for reference in (part.strip() for part in spec.split(",")):
         if not reference:
@@ -47,8 +49,10 @@ def tools_by_reference(spec: str) -> list[Any]:
             value = getattr(value, part)
         items = list(value) if isinstance(value, list | tuple) else [value]
         for item in items:
-            if not (isinstance(item, Tool | Toolset) or callable(item)):
-                raise ToolReferenceError(f"{reference!r} is a {type(item).__name__}, not a tool or a function")
+            if not (isinstance(item, Tool | Toolset | Agent) or callable(item)):
+                raise ToolReferenceError(
+                    f"{reference!r} is a {type(item).__name__}, not a tool, a function or an agent"
+                )
         found.extend(items)
     return found
 
