@@ -50,6 +50,20 @@ def test_a_cross_site_page_cannot_post_or_upload() -> None:
         assert same.status_code == 201
 
 
+def test_a_page_of_another_local_server_cannot_post() -> None:
+    # what reactchat serve configures: the address it listens on is one of the host names;
+    # a page served by another program on this machine (another port) is another origin
+    with running(make_app(allowed_hosts=("127.0.0.1", "chat.example"))) as url:
+        port = int(url.rsplit(":", 1)[1])
+        for origin in (f"http://127.0.0.1:{port + 1}", f"http://localhost:{port}", "http://[::1]:3000"):
+            posted = httpx.post(f"{url}/v1/sessions", headers={"Origin": origin})
+            assert posted.status_code == 403, origin
+        assert httpx.post(f"{url}/v1/sessions", headers={"Origin": url}).status_code == 201
+        # behind a proxy that rewrites Host, the page's origin is a configured name
+        proxied = httpx.post(f"{url}/v1/sessions", headers={"Origin": "https://chat.example"})
+        assert proxied.status_code == 201
+
+
 def test_the_page_forbids_framing_and_inline_code() -> None:
     with running(make_app()) as url:
         page = httpx.get(f"{url}/")

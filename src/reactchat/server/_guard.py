@@ -158,10 +158,8 @@ class Guard:
         if self.hosts is not None and host and host not in self.hosts:
             return 403, f"this server does not answer to the host name {host!r}", "forbidden"
         origin = headers.get("origin")
-        if scope["method"] not in _SAFE_METHODS and origin is not None:
-            netloc = urlsplit(origin).netloc.lower()
-            if origin == "null" or (netloc != headers.get("host", "").lower() and hostname(netloc) not in self.names):
-                return 403, "cross-origin requests that change state are refused", "forbidden"
+        if scope["method"] not in _SAFE_METHODS and origin is not None and self._foreign(origin, headers):
+            return 403, "cross-origin requests that change state are refused", "forbidden"
         client = scope.get("client")
         if not self.tokens and client and not is_loopback_address(client[0]):
             message = "this server has no token, so it only answers on this machine: set REACTCHAT_TOKEN"
@@ -176,6 +174,22 @@ class Guard:
             if self.per_user and match and owner(match.group(1)) != user:
                 return 404, f"no session {match.group(1)!r}: create one with POST /v1/sessions", "not_found"
         return None
+
+    def _foreign(self, origin: str, headers: dict[str, str]) -> bool:
+        """Whether a browser sent this request from a page of another origin.
+
+        The page's own origin is the ``Host`` it was served under; behind a proxy that
+        rewrites ``Host`` it is one of the configured names. A loopback name or this host
+        on another port is never the page's: that is another local server's page.
+        """
+        if origin == "null":
+            return True
+        netloc = urlsplit(origin).netloc.lower()
+        host = headers.get("host", "").lower()
+        if netloc == host:
+            return False
+        name = hostname(netloc)
+        return name not in self.names or name in LOOPBACK_NAMES or name == hostname(host)
 
     def _user(self, headers: dict[str, str]) -> str | None:
         scheme, _, value = headers.get("authorization", "").partition(" ")
