@@ -1,8 +1,10 @@
-"""How the embedded local model does on ~30 easy agent tasks, with and without the grammar.
+"""How an embedded local model does on 30 easy agent tasks, with and without the grammar.
 
-    python benchmarks/local_model.py                 # all tasks, grammar on and off
-    python benchmarks/local_model.py --tasks 5 --modes grammar --json out.json
+    python benchmarks/local_model.py                          # the default model, grammar on and off
+    python benchmarks/local_model.py --model gemma-270m --modes grammar --json out.json
+    python benchmarks/local_model.py --model smollm2-135m --tasks 5 --verbose
     python benchmarks/local_model.py --model /path/to/model.gguf
+    python benchmarks/local_model.py --suite fresh            # questions not in the suite
 
 Each task runs through ``Agent`` with the text ReAct protocol and its tools: arithmetic
 (calculator), unit conversion (``convert_units``, enum units), lookups through a given
@@ -11,9 +13,11 @@ questions only the user can answer (the agent should call ask_user and wait).
 The prompts and the grammar are the library's own: nothing here is tuned to a task.
 
 Printed per mode: share of model steps that parse, share of actions that name a real
-tool with a schema-valid input, share of tasks answered correctly, decode tokens/s,
-seconds per step, and prompt vs evaluated tokens per step (first step of a task and
-later steps apart: later steps should evaluate only what the last step appended).
+tool with a schema-valid input, share of tasks answered correctly by the strict scorer
+and by the lenient one (see ``is_correct``), per category too, decode tokens/s, seconds
+per step, and prompt vs evaluated tokens per step (first step of a task and later steps
+apart: later steps should evaluate only what the last step appended). Then the share of
+the real-output corpus (``benchmarks/real_output.py``) read as its source intended.
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
+import real_output  # benchmarks/real_output.py, next to this file
 from reactchat import Agent, calculator, tool
 from reactchat.models.local import CallStats, LocalModel
+from reactchat.packs import get_pack
 from reactchat.tools import Tool
 
 # ------------------------------------------------------------------ tools
@@ -163,17 +169,53 @@ def _tasks() -> list[Task]:
     )
 
 
+def _fresh_tasks() -> list[Task]:
+    """Questions like the README's first command that are not in the suite, run the way
+    ``reactchat ask`` runs them (the calculator and ask_user): the check that nothing was
+    tuned to the suite or to that one command."""
+    calc = (calculator,)
+    arithmetic = [
+        ("What is 80.16 * 1.15?", 92.184),  # the README's first command
+        ("What is 45.5 * 2.2?", 100.1),
+        ("What is 12.5% of 240?", 30),
+        ("What is 19.99 * 3?", 59.97),
+        ("What is 1000 / 8?", 125),
+        ("What is 64.8 + 17.35?", 82.15),
+        ("What is 250 - 87.5?", 162.5),
+        ("What is 3 to the power of 5?", 243),
+    ]
+    knowledge = [("What is the capital of France?", "Paris")]
+    return [Task("arithmetic", q, e, calc) for q, e in arithmetic] + [
+        Task("knowledge", q, e, calc) for q, e in knowledge
+    ]
+
+
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+#: words of the prompt pack's worked example (a tide table for Brest): an answer holding
+#: them copied the example instead of answering
+EXAMPLE_WORDS = ("tide", "brest", "06:12", "18:37")
+assert all(word in get_pack("en").example.casefold() for word in EXAMPLE_WORDS), "the example changed"
 
 
-def is_correct(task: Task, status: str, answer: str, asked: bool) -> bool:
-    """Whether a run answered the task (for ask_user tasks: whether it asked)."""
+def _numbers(text: str) -> list[float]:
+    return [float(n.replace(",", "")) for n in _NUMBER.findall(text)]
+
+
+def is_correct(task: Task, status: str, answer: str, asked: bool, strict: bool = False) -> bool:
+    """Whether a run answered the task (for ask_user tasks: whether it asked).
+
+    Lenient: the expected word is in the answer, or the expected number is (a number the
+    question does not contain, or the last number). Strict: also no words of the prompt's
+    worked example, and every number that is not from the question matches.
+    """
     if task.expected is None:
         return status == "waiting" and asked
     if status == "waiting":
         return False
     # a small model often repeats the question after its answer: that is not an answer
     answer = answer.replace(task.question, "")
+    if strict and any(word in answer.casefold() for word in EXAMPLE_WORDS):
+        return False
     if isinstance(task.expected, str):
         return task.expected.lower() in answer.lower()
     expected = task.expected
@@ -181,11 +223,14 @@ def is_correct(task: Task, status: str, answer: str, asked: bool) -> bool:
     def close(value: float) -> bool:
         return abs(value - expected) <= max(0.01 * abs(expected), 0.01)
 
-    numbers = [float(n.replace(",", "")) for n in _NUMBER.findall(answer)]
-    given = {float(n.replace(",", "")) for n in _NUMBER.findall(task.question)}
+    numbers = _numbers(answer)
+    given = set(_numbers(task.question))
+    new = [n for n in numbers if n not in given]
+    if strict:
+        return bool(new) and all(close(n) for n in new)
     # restating the question ("144 / 12") is not an answer: a number the question does not
     # contain must match, or the last number ("144 / 12 = 12")
-    return any(close(n) for n in numbers if n not in given) or bool(numbers and close(numbers[-1]))
+    return any(close(n) for n in new) or bool(numbers and close(numbers[-1]))
 
 
 # ------------------------------------------------------------------ running
@@ -204,10 +249,16 @@ class TaskResult:
     valid_actions: int
     seconds: float
     calls: list[dict[str, float | int | str | bool]] = field(default_factory=list)
+    strict: bool = False
+    asked: bool = False
 
 
-def run_task(model: LocalModel, task: Task, max_steps: int, protocol: Literal["react", "native"]) -> TaskResult:
-    agent = Agent(model=model, tools=list(task.tools), store="memory:", max_steps=max_steps, protocol=protocol)
+def run_task(
+    model: LocalModel, task: Task, max_steps: int, protocol: Literal["react", "native"], few_shot: bool | None
+) -> TaskResult:
+    agent = Agent(
+        model=model, tools=list(task.tools), store="memory:", max_steps=max_steps, protocol=protocol, few_shot=few_shot
+    )
     tools = {t.name: t for t in agent.tools}
     model.calls.clear()
     started = time.perf_counter()
@@ -227,12 +278,15 @@ def run_task(model: LocalModel, task: Task, max_steps: int, protocol: Literal["r
             continue
         valid += 1
     asked = any(s.kind == "question" for s in steps)
+    answer = result.answer or ""
     return TaskResult(
         kind=task.kind,
         question=task.question,
         status=result.status,
-        answer=result.answer or (result.question or ""),
-        correct=is_correct(task, result.status, result.answer or "", asked),
+        answer=answer or (result.question or ""),
+        correct=is_correct(task, result.status, answer, asked),
+        strict=is_correct(task, result.status, answer, asked, strict=True),
+        asked=asked,
         steps=len(steps),
         parsed_steps=parsed,
         actions=len(actions),
@@ -256,7 +310,8 @@ def summarize(results: list[TaskResult]) -> dict[str, float]:
     actions = sum(r.actions for r in results)
     return {
         "tasks": len(results),
-        "correct": mean([float(r.correct) for r in results]),
+        "correct_strict": mean([float(r.strict) for r in results]),
+        "correct_lenient": mean([float(r.correct) for r in results]),
         "steps": steps,
         "parsed": sum(r.parsed_steps for r in results) / steps if steps else 0.0,
         "valid_actions": sum(r.valid_actions for r in results) / actions if actions else 0.0,
@@ -275,10 +330,20 @@ def summarize(results: list[TaskResult]) -> dict[str, float]:
     }
 
 
-def print_table(summaries: dict[str, dict[str, float]], by_kind: dict[str, dict[str, float]]) -> None:
+def by_kind(results: list[TaskResult]) -> dict[str, str]:
+    """Per category: strict and lenient counts, e.g. ``7/10 (8/10)``."""
+    out: dict[str, str] = {}
+    for kind in sorted({r.kind for r in results}):
+        chosen = [r for r in results if r.kind == kind]
+        out[kind] = f"{sum(r.strict for r in chosen)}/{len(chosen)} ({sum(r.correct for r in chosen)}/{len(chosen)})"
+    return out
+
+
+def print_table(summaries: dict[str, dict[str, float]], kinds: dict[str, dict[str, str]]) -> None:
     rows = [
         ("tasks", "{:.0f}"),
-        ("correct", "{:.0%}"),
+        ("correct_strict", "{:.0%}"),
+        ("correct_lenient", "{:.0%}"),
         ("steps", "{:.0f}"),
         ("parsed", "{:.0%}"),
         ("valid_actions", "{:.0%}"),
@@ -295,40 +360,42 @@ def print_table(summaries: dict[str, dict[str, float]], by_kind: dict[str, dict[
         ("s_per_task", "{:.1f}"),
     ]
     modes = list(summaries)
-    print(f"{'':<24}" + "".join(f"{m:>14}" for m in modes))
+    print(f"{'':<24}" + "".join(f"{m:>16}" for m in modes))
     for key, fmt in rows:
-        print(f"{key:<24}" + "".join(f"{fmt.format(summaries[m][key]):>14}" for m in modes))
-    print("\ncorrect by kind:")
-    for name, values in by_kind.items():
-        print(f"  {name:<22}" + "".join(f"{values.get(m, 0.0):>14.0%}" for m in modes))
+        print(f"{key:<24}" + "".join(f"{fmt.format(summaries[m][key]):>16}" for m in modes))
+    print("\ncorrect by kind, strict (lenient):")
+    for kind in sorted({k for per_mode in kinds.values() for k in per_mode}):
+        print(f"  {kind:<22}" + "".join(f"{kinds[m].get(kind, '-'):>16}" for m in modes))
 
 
 def rescore(path: str) -> None:
     """Score a saved run again (after a change to ``is_correct``) and print its table."""
     with open(path) as saved:
         data = json.load(saved)
-    tasks = {t.question: t for t in _tasks()}
+    tasks = {t.question: t for t in _tasks() + _fresh_tasks()}
     summaries: dict[str, dict[str, float]] = {}
-    by_kind: dict[str, dict[str, float]] = {}
+    kinds: dict[str, dict[str, str]] = {}
     for mode, rows in data["results"].items():
         results = [TaskResult(**row) for row in rows]
         for result in results:
             task = tasks[result.question]
-            result.correct = is_correct(task, result.status, result.answer, result.status == "waiting")
+            asked = result.asked or result.status == "waiting"
+            result.correct = is_correct(task, result.status, result.answer, asked)
+            result.strict = is_correct(task, result.status, result.answer, asked, strict=True)
         summaries[mode] = summarize(results)
-        for kind in sorted({r.kind for r in results}):
-            chosen = [r for r in results if r.kind == kind]
-            by_kind.setdefault(kind, {})[mode] = sum(r.correct for r in chosen) / len(chosen)
-    print_table(summaries, by_kind)
+        kinds[mode] = by_kind(results)
+    print_table(summaries, kinds)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", default=None, help="a GGUF file (default: the embedded SmolLM2-135M)")
+    parser.add_argument("--model", default=None, help="an embedded model (gemma-270m, smollm2-135m) or a GGUF file")
     parser.add_argument("--modes", default="grammar,free", help="grammar, free or both (comma-separated)")
-    parser.add_argument("--tasks", type=int, default=0, help="run only the first N tasks")
+    parser.add_argument("--suite", choices=["benchmark", "fresh"], default="benchmark")
+    parser.add_argument("--tasks", default="", help="run only these tasks: N (the first N) or 3,7,12 (1-based)")
     parser.add_argument("--max-steps", type=int, default=4)
     parser.add_argument("--protocol", choices=["react", "native"], default="react")
+    parser.add_argument("--few-shot", choices=["model", "on", "off"], default="model", help="the worked example")
     parser.add_argument("--max-tokens", type=int, default=256)
     parser.add_argument("--threads", type=int, default=1, help="llama.cpp threads (more than free cores is slow)")
     parser.add_argument("--json", default=None, help="write every result to this file")
@@ -339,30 +406,37 @@ def main() -> None:
         rescore(args.rescore)
         return
 
-    tasks = _tasks()[: args.tasks or None]
+    tasks = _tasks() if args.suite == "benchmark" else _fresh_tasks()
+    if "," in args.tasks:
+        tasks = [tasks[int(n) - 1] for n in args.tasks.split(",")]
+    elif args.tasks:
+        tasks = tasks[: int(args.tasks)]
+    few_shot = {"model": None, "on": True, "off": False}[args.few_shot]
     summaries: dict[str, dict[str, float]] = {}
-    by_kind: dict[str, dict[str, float]] = {}
+    kinds: dict[str, dict[str, str]] = {}
     everything: dict[str, list[dict[str, object]]] = {}
     for mode in [m.strip() for m in args.modes.split(",") if m.strip()]:
         model = LocalModel(args.model, n_threads=args.threads, max_tokens=args.max_tokens, grammar=mode == "grammar")
         model.load()
         results = []
         for index, task in enumerate(tasks, 1):
-            result = run_task(model, task, args.max_steps, args.protocol)
+            result = run_task(model, task, args.max_steps, args.protocol, few_shot)
             results.append(result)
             if args.verbose:
-                mark = "ok " if result.correct else "NO "
-                where = f"[{mode} {index}/{len(tasks)}] {mark}{result.seconds:5.1f}s"
+                mark = "ok " if result.strict else "ok~" if result.correct else "NO "
+                where = f"[{model.name} {mode} {index}/{len(tasks)}] {mark}{result.seconds:5.1f}s"
                 print(f"{where} {task.question!r} -> {result.answer!r}", flush=True)
         summaries[mode] = summarize(results)
-        for kind in sorted({t.kind for t in tasks}):
-            chosen = [r for r in results if r.kind == kind]
-            by_kind.setdefault(kind, {})[mode] = sum(r.correct for r in chosen) / len(chosen)
+        kinds[mode] = by_kind(results)
         everything[mode] = [asdict(r) for r in results]
-    print_table(summaries, by_kind)
+    print(f"model: {model.name}, protocol: {args.protocol}, few-shot: {args.few_shot}, suite: {args.suite}")
+    print_table(summaries, kinds)
+    print()
+    corpus_share = real_output.report()
     if args.json:
         with open(args.json, "w") as out:
-            json.dump({"args": vars(args), "summary": summaries, "results": everything}, out, indent=1)
+            data = {"args": vars(args), "summary": summaries, "by_kind": kinds, "corpus": corpus_share}
+            json.dump({**data, "results": everything}, out, indent=1)
 
 
 if __name__ == "__main__":

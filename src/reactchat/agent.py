@@ -103,6 +103,10 @@ class Agent:
     ``services`` reach tools as ``RunContext.services``; ``on_turn_end(session, store,
     status)`` runs once a turn has its final answer. More of both can be registered on
     ``agent.hooks`` (``reactchat.knowledge.attach(agent)`` does, for uploaded files).
+
+    ``few_shot=True`` shows the prompt pack's worked example (one full cycle with a tool the
+    agent does not have) in the text protocol's instructions; by default it is on for
+    models that ask for it (``model.few_shot``: the embedded local models) and off elsewhere.
     """
 
     def __init__(
@@ -136,6 +140,7 @@ class Agent:
         output_type: Any = None,
         output_retries: int = DEFAULT_RETRIES,
         tool_threads: int = DEFAULT_TOOL_THREADS,
+        few_shot: bool | None = None,
     ) -> None:
         if protocol not in ("react", "native"):
             raise ConfigError(f"protocol must be 'react' or 'native', not {protocol!r}")
@@ -165,6 +170,8 @@ class Agent:
         self.max_steps = max_steps
         self.pack = get_pack(language)
         self.system = system
+        #: show the prompt pack's worked example (text protocol); None: if the model asks for it
+        self.few_shot = few_shot
         self.max_observation_chars = max_observation_chars
         self.context_tokens = context_tokens
         self.history_tokens = history_tokens
@@ -230,7 +237,9 @@ class Agent:
             return NativeTranscript(self.pack, tools, history, question, native)
         from reactchat.react import ReactTranscript
 
-        return ReactTranscript(self.pack, tools, history, question, "\n\n".join(filter(None, [system, typed])) or None)
+        few_shot = self.few_shot if self.few_shot is not None else getattr(self.model, "few_shot", False)
+        instructions = "\n\n".join(filter(None, [system, typed])) or None
+        return ReactTranscript(self.pack, tools, history, question, instructions, few_shot)
 
     def as_tool(self, *, memory: bool = False) -> SubAgent:
         """This agent as another agent's tool (a sub-agent): input ``{"task": ...}``, its final

@@ -101,6 +101,8 @@ class Loop:
     #: what the final answer must be (``Agent(output_type=...)``), and corrections sent so far
     output: Output | None = None
     output_corrections: int = 0
+    #: the user's message that opened the turn (tools see it as ``RunContext.message``)
+    message: str = ""
 
     # ------------------------------------------------------------------ ways in
 
@@ -398,7 +400,15 @@ class Loop:
         if not approved and self.needs_approval(tool, arguments):
             raise PauseForUser(approval.question(name, arguments), kind="approval")
         context = RunContext(
-            self.session, self.turn, call.call_id, self.store, self.deps, self.services, self.agent, self.run
+            self.session,
+            self.turn,
+            call.call_id,
+            self.store,
+            self.deps,
+            self.services,
+            self.agent,
+            self.run,
+            message=self.message,
         )
         with self.trace.tool(name, call.call_id, arguments) as span:
             try:

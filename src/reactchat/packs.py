@@ -24,6 +24,13 @@ class PromptPack:
     #: corrections shown to the model, by kind of format error
     corrections: dict[str, str] = field(default_factory=dict)
     budget_note: str = ""
+    #: one full cycle with a tool the agent does not have, in the pack's labels (``{thought}``
+    #: etc.), shown before "Begin!" when few-shot prompting is on
+    example: str = ""
+
+    def example_block(self) -> str:
+        """The example with this pack's labels, ready for the instructions."""
+        return self.example.format(**self.labels.model_dump()) + "\n\n" if self.example else ""
 
 
 _EN_INSTRUCTIONS = """\
@@ -44,7 +51,22 @@ Question: the input question you must answer
 
 Write one {action} at a time and stop after its {action_input}: the {observation} will be \
 given to you. If a fact that only the user knows is missing, use ask_user.
-Begin!"""
+
+{example}Begin!"""
+
+# The examples use a tool no agent has (tide times in a port far from any task) and end
+# with an answer that restates the observation: small models copy an example's shape,
+# and they should copy that, not its words.
+_EN_EXAMPLE = """\
+An example of one full cycle (its tool, tide_times, is only an example: you do not have it):
+
+Question: When is high tide in Brest today?
+{thought}: I need the tide table for Brest.
+{action}: tide_times
+{action_input}: {{"port": "Brest"}}
+{observation}: High tide in Brest today: 06:12 and 18:37.
+{thought}: The observation answers the question.
+{final_answer}: High tide in Brest is at 06:12 and 18:37 today."""
 
 EN_CORRECTIONS = {
     "no_label": (
@@ -80,6 +102,7 @@ PACKS: dict[str, PromptPack] = {
             "The step budget is used up: no more actions. Write your best final answer from the "
             "observations above, and say what is uncertain."
         ),
+        example=_EN_EXAMPLE,
     ),
     "fr": PromptPack(
         language="fr",
@@ -108,7 +131,8 @@ Question : la question à laquelle vous devez répondre
 
 Une seule {action} à la fois ; arrêtez-vous après son {action_input} : l'{observation} vous \
 sera donnée. S'il manque une information que seul l'utilisateur connaît, utilisez ask_user.
-Commencez !""",
+
+{example}Commencez !""",
         history_header="Conversation jusqu'ici :",
         question="Question",
         user="Utilisateur",
@@ -141,6 +165,16 @@ Commencez !""",
             "Le budget d'étapes est épuisé : plus d'actions. Donnez votre meilleure réponse finale "
             "à partir des observations ci-dessus, en disant ce qui reste incertain."
         ),
+        example="""\
+Un exemple de cycle complet (son outil, horaires_marees, n'est qu'un exemple : vous ne l'avez pas) :
+
+Question : À quelle heure est la marée haute à Brest aujourd'hui ?
+{thought}: Il me faut l'horaire des marées de Brest.
+{action}: horaires_marees
+{action_input}: {{"port": "Brest"}}
+{observation}: Marée haute à Brest aujourd'hui : 06:12 et 18:37.
+{thought}: L'observation répond à la question.
+{final_answer}: La marée haute à Brest est à 06:12 et à 18:37 aujourd'hui.""",
     ),
     "ja": PromptPack(
         language="ja",
@@ -169,7 +203,8 @@ Commencez !""",
 
 {action} は一度に一つだけ書き、{action_input} の後で止めてください。{observation} は与えられます。\
 ユーザーだけが知っている情報が足りないときは ask_user を使ってください。
-始めましょう！""",
+
+{example}始めましょう！""",
         history_header="これまでの会話：",
         question="質問",
         user="ユーザー",
@@ -198,6 +233,16 @@ Commencez !""",
             "ステップの上限に達しました。これ以上の行動はできません。上の観察から最善の最終回答を書き、"
             "不確かな点も述べてください。"
         ),
+        example="""\
+一回の流れの例（例のツール tide_times は例にすぎず、あなたは使えません）：
+
+質問: 今日のブレストの満潮は何時ですか？
+{thought}: ブレストの潮汐表が必要です。
+{action}: tide_times
+{action_input}: {{"port": "ブレスト"}}
+{observation}: 今日のブレストの満潮：06:12 と 18:37。
+{thought}: 観察が質問に答えています。
+{final_answer}: 今日のブレストの満潮は 06:12 と 18:37 です。""",
     ),
 }
 

@@ -377,6 +377,7 @@ class ReactTranscript:
         history: list[tuple[str, str]],
         question: str,
         system: str | None = None,
+        few_shot: bool = False,
     ) -> None:
         self.pack = pack
         self.tools = tools
@@ -384,7 +385,7 @@ class ReactTranscript:
         labels = pack.labels
         self._thought = f"{labels.thought}:"
         self._observation = f"{labels.observation}:"
-        instructions = _instructions(pack, tools, self.tool_names)
+        instructions = _instructions(pack, tools, self.tool_names, few_shot)
         self.system = SystemMessage(content=f"{system}\n\n{instructions}" if system else instructions)
         self.user = UserMessage(content=_question_block(pack, history, question))
         self.stop = [f"\n{labels.observation}:", f"\n{labels.observation} :"]
@@ -470,7 +471,7 @@ class ReactTranscript:
 
     def read_final(self, reply: Reply) -> str:
         """The answer from a reply to ``request(final=True)``."""
-        text = reply.text.strip()
+        text = strip_reasoning(reply.text).strip()
         try:
             decision = parse(text, self.pack)
         except FormatError:
@@ -478,13 +479,43 @@ class ReactTranscript:
         return decision.answer if isinstance(decision, FinalAnswer) else text
 
 
-def _instructions(pack: PromptPack, tools: list[ToolSpec], tool_names: str) -> str:
+def _instructions(pack: PromptPack, tools: list[ToolSpec], tool_names: str, few_shot: bool) -> str:
     lines = []
     for spec in tools:
         description = " ".join(spec.description.split())
-        schema = json.dumps(spec.input_schema.get("properties", {}), ensure_ascii=False)
-        lines.append(f"{spec.name}: {description}\n  input: {schema}")
-    return pack.instructions.format(tools="\n".join(lines), tool_names=tool_names, **pack.labels.model_dump())
+        lines.append(f"{spec.name}: {description}\n  {_input_lines(spec.input_schema)}")
+    example = pack.example_block() if few_shot else ""
+    return pack.instructions.format(
+        tools="\n".join(lines), tool_names=tool_names, example=example, **pack.labels.model_dump()
+    )
+
+
+def _input_lines(schema: dict[str, Any]) -> str:
+    """A tool's input as the model should write it, ``{"country": string, "field": "capital"
+    | "currency"}``, then one line per described argument. The descriptions stay out of
+    the JSON: small models copy a quoted description as the argument's value."""
+    properties: dict[str, Any] = schema.get("properties", {})
+    fields = ", ".join(f"{json.dumps(name)}: {_value_shape(value)}" for name, value in properties.items())
+    notes = [
+        f"  {name}: {' '.join(str(value['description']).split())}"
+        for name, value in properties.items()
+        if isinstance(value, dict) and value.get("description")
+    ]
+    return "\n".join([f"input: {{{fields}}}", *notes])
+
+
+def _value_shape(schema: Any) -> str:
+    """``string``, ``integer from 1 to 30``, ``"km" | "mi"``, or the JSON schema itself."""
+    if not isinstance(schema, dict):
+        return "any"
+    if isinstance(schema.get("enum"), list):
+        return " | ".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    kind = schema.get("type")
+    if kind in ("string", "number", "integer", "boolean"):
+        low, high = schema.get("minimum"), schema.get("maximum")
+        return f"{kind} from {low} to {high}" if low is not None and high is not None else str(kind)
+    rest = {k: v for k, v in schema.items() if k not in ("description", "title")}
+    return json.dumps(rest, ensure_ascii=False)
 
 
 def _question_block(pack: PromptPack, history: list[tuple[str, str]], question: str) -> str:

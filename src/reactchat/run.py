@@ -91,6 +91,7 @@ async def make_loop(
         approval=agent.approval,
         output=output,
         threads=agent.threads,
+        message=question,
     )
 
 

@@ -52,6 +52,8 @@ class RunContext:
     agent: str = ""
     #: the run making the call (``""`` for a turn's top-level run; see ``reactchat.run``)
     run: str = ""
+    #: the user's message that opened this turn
+    message: str = ""
 
 
 class PauseForUser(Exception):

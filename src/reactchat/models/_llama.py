@@ -19,14 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-INSTALL_HINT = "pip install 'reactchat[local]'"
+from reactchat.models._states import MIN_SAVED_BYTES, SavedState, SessionStates, capture, common_prefix, restore
 
-# Used when a GGUF file carries no chat template (old conversions): ChatML.
-CHATML = (
-    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content']"
-    " + '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}"
-    "{% endif %}"
-)
+INSTALL_HINT = "pip install 'reactchat[local]'"
 
 
 @dataclass
@@ -34,7 +29,9 @@ class Runtime:
     """One loaded model; calls to it are serialized by ``lock``."""
 
     llama: Any
-    template: Any  # llama_cpp's Jinja2ChatFormatter
+    #: llama_cpp's Jinja2ChatFormatter for the GGUF's chat template; None when the file has
+    #: none (a base model): the prompt is then plain text
+    template: Any
     bos_text: str
     lock: threading.Lock = field(default_factory=threading.Lock)
     #: the text (bytes) and tokens now in the KV cache, with each token's end offset
@@ -42,6 +39,24 @@ class Runtime:
     cached_tokens: list[int] = field(default_factory=list)
     cached_ends: list[int] = field(default_factory=list)
     checked_grammars: set[str] = field(default_factory=set)
+    #: the KV states of other sessions, restored when their next step comes
+    states: SessionStates = field(default_factory=SessionStates)
+
+    def recall(self, head: str, prefill: str) -> None:
+        """Before a call: save the cache if the call would overwrite a session's state, and
+        restore the saved state that shares more of this prompt than the cache does."""
+        text = (head + prefill).encode()
+        current = common_prefix(text, self.cached_text)
+        key, shared = self.states.best(text)
+        if len(self.cached_text) - current >= MIN_SAVED_BYTES and self.states.max_states > 0:
+            data = capture(import_llama_cpp(), self.llama)
+            self.states.save(SavedState(self.cached_text, self.cached_tokens, self.cached_ends, data))
+        if key is not None and shared > current:
+            state = self.states.take(key)
+            if restore(import_llama_cpp(), self.llama, state.data, state.tokens):
+                self.cached_text, self.cached_tokens, self.cached_ends = state.text, state.tokens, state.ends
+            else:
+                self.forget()
 
     def tokenize(self, head: str, prefill: str) -> list[int]:
         """Tokens of ``head + prefill``, reusing the cached tokens of a shared prefix.
@@ -53,7 +68,7 @@ class Runtime:
         """
         llama = self.llama
         text = (head + prefill).encode()
-        common = _common_prefix(text, self.cached_text)
+        common = common_prefix(text, self.cached_text)
         if common >= len(head.encode()):
             kept = bisect.bisect_right(self.cached_ends, common)
             start = self.cached_ends[kept - 1] if kept else 0
@@ -132,11 +147,13 @@ def load(path: Path, n_ctx: int, n_threads: int, n_gpu_layers: int) -> Runtime:
         bos, eos = llama.token_bos(), llama.token_eos()
         bos_text = llama._model.token_get_text(bos) if bos >= 0 else ""
         eos_text = llama._model.token_get_text(eos) if eos >= 0 else ""
-        template = chat_format.Jinja2ChatFormatter(
-            template=llama.metadata.get("tokenizer.chat_template") or CHATML,
-            eos_token=eos_text,
-            bos_token=bos_text,
-            add_generation_prompt=True,
+        source = llama.metadata.get("tokenizer.chat_template")
+        template = (
+            chat_format.Jinja2ChatFormatter(
+                template=source, eos_token=eos_text, bos_token=bos_text, add_generation_prompt=True
+            )
+            if source
+            else None
         )
         runtime = Runtime(llama=llama, template=template, bos_text=bos_text)
         if not _RUNTIMES:
@@ -323,6 +340,10 @@ class Sample:
         if cut is not None:
             self.text, self.stop_reason = self.text[:cut], "stop_sequence"
             return True
+        end = loop_end(self.text)
+        if end is not None:  # greedy decoding caught in a loop ("12.024.024.024..."): it never ends
+            self.text, self.stop_reason = self.text[:end], "repetition"
+            return True
         return len(self.tokens) >= max_tokens
 
     def show(self, upto: int) -> None:
@@ -337,12 +358,24 @@ class Sample:
             self.show(len(self.text))
 
 
-def _common_prefix(a: bytes, b: bytes) -> int:
-    size = min(len(a), len(b))
-    for index in range(size):
-        if a[index] != b[index]:
-            return index
-    return size
+#: a loop is a unit of up to this many characters ...
+_LOOP_UNIT = 16
+#: ... repeated at least this many times and over at least this many characters
+_LOOP_REPEATS, _LOOP_CHARS = 4, 24
+
+
+def loop_end(text: str) -> int | None:
+    """Where to cut ``text`` whose last line ends in a loop (a short unit repeated over
+    and over), keeping one copy of the unit; None when it does not."""
+    line_start = text.rfind("\n") + 1
+    for period in range(1, _LOOP_UNIT + 1):
+        start = len(text) - period  # walk back while the text repeats with this period
+        while start > line_start and text[start - 1] == text[start - 1 + period]:
+            start -= 1
+        span = len(text) - start
+        if span >= max(_LOOP_CHARS, _LOOP_REPEATS * period):
+            return start + period
+    return None
 
 
 def _first_stop(text: str, stops: list[str]) -> int | None:

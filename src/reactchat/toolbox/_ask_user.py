@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
-from reactchat.tools import PauseForUser, tool
+import re
+
+from reactchat.tools import PauseForUser, RunContext, tool
 
 
 # idempotent: asking has no effect, so a question lost in a crash is simply asked again
 @tool(return_direct=True, timeout=None, idempotent=True)
-def ask_user(question: str) -> str:
+def ask_user(question: str, ctx: RunContext) -> str:
     """Ask the user a question and wait for the answer. Use it when a fact only the user
     knows is missing (where they are, which account, what they prefer); never guess it.
 
     Args:
         question: the question to show the user, in the user's language
     """
+    if echoes(question, ctx.message):
+        raise ValueError(
+            f"{question!r} repeats the user's own message: they are waiting for you to answer it, "
+            "not to hear it back. Answer it yourself (with the other tools if they help); ask the "
+            "user only for a fact that only they know."
+        )
     raise PauseForUser(question)
+
+
+def echoes(question: str, message: str) -> bool:
+    """Whether ``question`` repeats ``message``: its words, in order, are all in it
+    ("Who are you?" in "Hello! Who are you?"), whatever the case and punctuation."""
+    asked, said = _words(question), _words(message)
+    return bool(asked) and f" {' '.join(asked)} " in f" {' '.join(said)} "
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"\w+", text.casefold())
