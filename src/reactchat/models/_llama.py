@@ -135,15 +135,18 @@ def load(path: Path, n_ctx: int, n_threads: int, n_gpu_layers: int) -> Runtime:
 
         if not path.is_file():
             raise FileNotFoundError(f"no GGUF model file at {path}")
-        llama = llama_cpp.Llama(
-            model_path=str(path),
-            n_ctx=n_ctx,
-            n_threads=n_threads,
-            # prompt batches too: by default they use every core, however busy
-            n_threads_batch=n_threads,
-            n_gpu_layers=n_gpu_layers,
-            verbose=False,
-        )
+        # llama.cpp prints notes while it creates the context (Gemma's "full-size SWA
+        # cache") whatever verbose says: they are not for the user
+        with importlib.import_module("llama_cpp._utils").suppress_stdout_stderr(disable=False):
+            llama = llama_cpp.Llama(
+                model_path=str(path),
+                n_ctx=n_ctx,
+                n_threads=n_threads,
+                # prompt batches too: by default they use every core, however busy
+                n_threads_batch=n_threads,
+                n_gpu_layers=n_gpu_layers,
+                verbose=False,
+            )
         bos, eos = llama.token_bos(), llama.token_eos()
         bos_text = llama._model.token_get_text(bos) if bos >= 0 else ""
         eos_text = llama._model.token_get_text(eos) if eos >= 0 else ""
