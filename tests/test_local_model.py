@@ -253,7 +253,7 @@ def test_a_missing_gguf_file_is_a_clear_error() -> None:
 
 
 def test_a_prompt_longer_than_the_context_asks_the_engine_to_shrink_it() -> None:
-    small = LocalModel(n_threads=1, n_ctx=256)
+    small = LocalModel("smollm2-135m", n_threads=1, n_ctx=256)
     assert small.context_tokens == 256
     transcript = ReactTranscript(get_pack("en"), SPECS, [], "What is 2 + 2?")  # ~380 tokens
     with pytest.raises(ContextTooLong, match="n_ctx"):
@@ -374,7 +374,8 @@ def test_step_two_reuses_the_prefix_cache(model: LocalModel) -> None:
 
 def test_interleaved_sessions_each_evaluate_only_their_new_tokens() -> None:
     # without the saved states each second step evaluates ~400 tokens: the other session
-    # overwrote the cache (benchmarks/local_sessions.py prints both)
+    # overwrote the cache (benchmarks/local_sessions.py prints both); on the default model,
+    # whose sliding-window cache is saved and restored too
     model = LocalModel(n_threads=1, max_tokens=48)
     runtime = model._runtime()
     runtime.states.clear()
@@ -423,7 +424,7 @@ def test_saved_states_are_bounded_least_recently_used_first() -> None:
 
 
 def test_without_grammar_the_model_writes_free_text(model: LocalModel) -> None:
-    free = LocalModel(n_threads=1, max_tokens=48, grammar=False)
+    free = LocalModel("smollm2-135m", n_threads=1, max_tokens=48, grammar=False)
     transcript = ReactTranscript(get_pack("en"), SPECS, [], "What is 17 * 23?")
     assert free.grammar_for(transcript.request()) is None
     reply = free.complete_sync(transcript.request())

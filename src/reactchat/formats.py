@@ -166,16 +166,18 @@ def _objects(values: list[Any]) -> list[Any]:
     return flat
 
 
+def _tagged_calls(values: list[Any] | None) -> list[Call]:
+    """The calls among the JSON values found after a call tag (any extra field allowed)."""
+    calls = [_call_object(value, strict=False) for value in _objects(values or [])]
+    return [call for call in calls if call is not None]
+
+
 def _hermes(text: str, tool_names: Collection[str]) -> InTextCalls | None:
     if "<tool_call>" not in text.casefold():
         return None
     found = InTextCalls(text=_HERMES.sub("", text).strip())
     for body in _HERMES.findall(text):
-        values = _json_values(_unfence(body))
-        for value in _objects(values or []):
-            call = _call_object(value, strict=False)
-            if call is not None:
-                found.calls.append(call)
+        found.calls += _tagged_calls(_json_values(_unfence(body)))
     return found
 
 
@@ -187,10 +189,7 @@ def _mistral(text: str, tool_names: Collection[str]) -> InTextCalls | None:
     for chunk in chunks:
         values = _json_values(chunk.strip())
         if values is not None:  # [TOOL_CALLS][{...}, {...}]
-            for value in _objects(values):
-                call = _call_object(value, strict=False)
-                if call is not None:
-                    found.calls.append(call)
+            found.calls += _tagged_calls(values)
             continue
         named = _MISTRAL_NAMED.match(chunk)  # [TOOL_CALLS]name[ARGS]{...}
         if named:
@@ -211,13 +210,7 @@ def _python_tag(text: str, tool_names: Collection[str]) -> InTextCalls | None:
     if _PYTHON_TAG not in text:
         return None
     before, _, after = text.partition(_PYTHON_TAG)
-    found = InTextCalls(text=before.strip())
-    values = _json_values(after.strip())
-    for value in _objects(values or []):
-        call = _call_object(value, strict=False)
-        if call is not None:
-            found.calls.append(call)
-    return found
+    return InTextCalls(_tagged_calls(_json_values(after.strip())), before.strip())
 
 
 def _bare_json(text: str, tool_names: Collection[str]) -> InTextCalls | None:

@@ -13,7 +13,14 @@ The rules (a contract):
   engine tells the model what is wrong with it;
 * ``add (add two numbers)`` or `` `add` `` means ``add``; ``Search[Colorado orogeny]``
   means tool ``Search`` with input ``Colorado orogeny``; a trailing ``PAUSE`` is ignored;
-* text with no label at all is a ``FormatError``.
+* numbered labels (``Thought 3:``, ``Action 3:``) are labels; ``Finish[answer]`` (and an
+  action named ``Final Answer``) is the final answer unless a tool has that name;
+* LangChain's JSON blob ``{"action": …, "action_input": …}`` after ``Action:``, after a
+  thought or alone (fenced or not) is that action (``"Final Answer"``: the answer);
+* ``<think>…</think>`` reasoning is removed first: nothing in it is a thought or an action;
+* text with no label and no JSON action blob is a ``FormatError``.
+
+The full contract, with the shapes real models write: ``docs/parser.md``.
 """
 
 from __future__ import annotations

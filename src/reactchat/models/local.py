@@ -37,8 +37,8 @@ from reactchat.models._render import chat_messages, render
 
 __all__ = ["DEFAULT_EMBEDDED", "EMBEDDED", "CallStats", "Limits", "LocalModel", "default_model_path", "from_spec"]
 
-#: the embedded model ``model="local"`` runs
-DEFAULT_EMBEDDED = "smollm2-135m"
+#: the embedded model ``model="local"`` runs, chosen by measurement (docs/local-model.md)
+DEFAULT_EMBEDDED = "gemma-270m"
 # tokens a reply needs at the least; with less room the prompt is "too long"
 _MIN_ROOM = 64
 
