@@ -411,6 +411,20 @@ def test_a_greedy_loop_is_cut_after_one_round(text: str, kept: str | None) -> No
     assert (text[:end] if end is not None else None) == kept
 
 
+def test_a_budget_of_one_saved_state_evicts_the_oldest_session() -> None:
+    model = LocalModel("smollm2-135m", n_threads=1, max_tokens=16, kept_sessions=1)
+    model._runtime().states.clear()
+    first, second = (ReactTranscript(get_pack("en"), SPECS, [], q) for q in ("What is 2 + 2?", "Convert 1 km."))
+    for transcript in (first, first, second, second, first):
+        reply = model.complete_sync(transcript.request())
+        transcript.add_step(reply.text, "", [])
+        transcript.add_observation("x", "no result yet, " * 30)
+    # at the last step the second session's state was saved, evicting the first session's:
+    # that step evaluated its whole prompt again, and nothing failed
+    assert len(model._runtime().states) == 1
+    assert model.calls[-1].evaluated_tokens > 300
+
+
 def test_saved_states_are_bounded_least_recently_used_first() -> None:
     states = SessionStates(max_states=2, max_bytes=10_000)
     for text in (b"a" * 10, b"b" * 10, b"c" * 10):

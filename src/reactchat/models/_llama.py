@@ -47,10 +47,11 @@ class Runtime:
         restore the saved state that shares more of this prompt than the cache does."""
         text = (head + prefill).encode()
         current = common_prefix(text, self.cached_text)
-        key, shared = self.states.best(text)
         if len(self.cached_text) - current >= MIN_SAVED_BYTES and self.states.max_states > 0:
             data = capture(import_llama_cpp(), self.llama)
             self.states.save(SavedState(self.cached_text, self.cached_tokens, self.cached_ends, data))
+        # looked up after saving: a save may drop the states it extends, or the oldest
+        key, shared = self.states.best(text)
         if key is not None and shared > current:
             state = self.states.take(key)
             if restore(import_llama_cpp(), self.llama, state.data, state.tokens):
