@@ -31,6 +31,9 @@ from reactchat.tools import toolset_tools
 if TYPE_CHECKING:
     from reactchat.agent import Agent
 
+#: a stretch of a run: the loop's events, the turn they belong to, and how it stands
+Stretch = tuple[AsyncIterator[Event], Turn, Outcome]
+
 #: characters per token, for budgets given in tokens (a rough, model-agnostic estimate)
 CHARS_PER_TOKEN = 4
 
@@ -143,8 +146,17 @@ class Run:
             raise SessionBusy(self.session)
         try:
             state, pending = await self._read(seen)
-            async for event in self._play(state, pending):
-                yield event
+            # one level of generators per event, not three: the plan yields each stretch
+            # of the turn (a recovery, then the message), followed here event by event
+            async for events, turn, outcome in self._plan(state, pending):
+                kept = list(turn.events)
+                async for event in events:
+                    kept.append(event)
+                    outcome.add(event)
+                    if outcome.answer is event:  # durable, not yet yielded: the turn is over
+                        await self.agent.hooks.turn_ended(self.session, event)
+                    yield event
+                self._finish(turn, kept, outcome)
         finally:
             await store.unlock(self.session, owner)
 
@@ -188,15 +200,16 @@ class Run:
             raise AlreadyAnswered(self.session, self.reply_to)
         return state, pending
 
-    async def _play(self, state: SessionState, pending: Pending | None) -> AsyncIterator[Event]:
-        """Finish an interrupted turn, then answer the pending item or start a new turn."""
+    async def _plan(self, state: SessionState, pending: Pending | None) -> AsyncIterator[Stretch]:
+        """What this run does, stretch by stretch: finish an interrupted turn, then answer
+        the pending item or start a new turn. Each stretch is the loop's events, the turn
+        and how it stands; ``result`` is set once a stretch has been followed to its end."""
         last = state.last
         # an interrupted turn is finished first; a cancelled one only when asked (``resume``)
         if last is not None and (last.status == "interrupted" or (last.status == "cancelled" and self.message is None)):
             loop = await self._loop(state, last)
             outcome = last.outcome
-            async for event in self._track(loop.recover(self._mine(last)), last, outcome):
-                yield event
+            yield loop.recover(self._mine(last)), last, outcome
             if self.message is None or outcome.pending is not None:
                 return  # a question the sender has not seen comes first; the message is not recorded
             state.turns[-1] = Turn(last.index, last.question, self.result.events if self.result else [])
@@ -212,14 +225,12 @@ class Run:
                 replies = loop.resume(pending, self.message)
             else:
                 replies = self._answer_nested(loop, last, pending)
-            async for event in self._track(replies, last, outcome):
-                yield event
+            yield replies, last, outcome
         else:
             turn = Turn(last.index + 1 if last else 1, self.message)
             await self.agent.hooks.message_arrived(self.session, self.message)
             loop = await self._loop(state, turn)
-            async for event in self._track(loop.start(self.message), turn, Outcome()):
-                yield event
+            yield loop.start(self.message), turn, Outcome()
 
     async def _answer_nested(self, runner: Runner, turn: Turn, pending: Pending) -> AsyncIterator[Event]:
         """Reply to an item a nested run asked (a sub-agent, a plan step): the reply is stored
@@ -240,18 +251,8 @@ class Run:
         async for event in runner.recover(self._mine(turn)):
             yield event
 
-    async def _track(self, events: AsyncIterator[Event], turn: Turn, outcome: Outcome) -> AsyncIterator[Event]:
-        """Pass the loop's events on, following how the turn stands; set ``result`` at the end.
-
-        ``on_turn_end`` hooks run when the turn's answer is durable, before it is yielded.
-        """
-        kept = list(turn.events)
-        async for event in events:
-            kept.append(event)
-            outcome.add(event)
-            if outcome.answer is event:
-                await self.agent.hooks.turn_ended(self.session, event)
-            yield event
+    def _finish(self, turn: Turn, kept: list[Event], outcome: Outcome) -> None:
+        """Set ``result`` for a stretch followed to its end; ``TurnFailed`` if it has none."""
         self.result = RunResult.of(self.session, turn.index, kept, outcome)
         if self.result is None:
             error = next((e for e in reversed(kept) if isinstance(e, ErrorEvent) and not e.correction), None)
