@@ -193,6 +193,23 @@ class Request(_Model):
     #: caller asked for deltas); not part of what is sent
     on_delta: Callable[[str], Any] | None = Field(default=None, exclude=True, repr=False)
 
+    @classmethod
+    def built(cls, messages: list[Message], **fields: Any) -> Request:
+        """A request from parts that are already valid models, not validated again (it is
+        built on every step); the fields not given take their defaults."""
+        values: dict[str, Any] = {
+            "tools": [],
+            "stop": [],
+            "react": None,
+            "react_tools": [],
+            "max_tokens": None,
+            "output_schema": None,
+            "on_delta": None,
+        }
+        values.update(fields)
+        # every field given: model_construct then skips its (slow) default resolution
+        return cls.model_construct(messages=messages, **values)
+
 
 # ------------------------------------------------------------------------ plans
 

@@ -119,17 +119,8 @@ class NativeTranscript:
         """The request for the next step; ``final`` asks for an answer without tools."""
         if final:
             messages = [*self.messages, UserMessage(content=self.pack.budget_note)]
-            return Request.model_construct(
-                messages=messages, tools=[], stop=[], react=None, react_tools=[], max_tokens=None
-            )
-        return Request.model_construct(
-            messages=list(self.messages),
-            tools=self.tools,
-            stop=[],
-            react=None,
-            react_tools=[],
-            max_tokens=None,
-        )
+            return Request.built(messages)
+        return Request.built(list(self.messages), tools=self.tools)
 
     def read(self, reply: Reply) -> Decision:
         """The reply's tool calls, or its text as the final answer."""

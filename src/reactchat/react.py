@@ -459,14 +459,8 @@ class ReactTranscript:
             scratchpad += f" {self.pack.budget_note}\n{labels.final_answer}:"
             react = None  # free text: the answer itself
         prefill = AssistantMessage(parts=[TextPart(text=scratchpad)], prefill=True)
-        # model_construct: the messages are already valid models; no need to re-check them every step
-        return Request.model_construct(
-            messages=[self.system, self.user, prefill],
-            tools=[],
-            stop=self.stop,
-            react=react,
-            react_tools=self.tools if react else [],
-            max_tokens=None,
+        return Request.built(
+            [self.system, self.user, prefill], stop=self.stop, react=react, react_tools=self.tools if react else []
         )
 
     def read(self, reply: Reply) -> Decision:
