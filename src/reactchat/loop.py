@@ -154,20 +154,36 @@ class Loop:
                     status = event.status if isinstance(event, AnswerEvent) else "waiting"
                 yield event
         except asyncio.CancelledError as error:
-            # the caller stopped the run (a stop button, Ctrl-C, task.cancel()): the model
-            # call in flight was closed by the cancellation; record that the turn ended here,
-            # with everything it had observed, and let the cancellation go on. A process
-            # shutting down leaves the turn interrupted instead: the next run finishes it.
             failure = error
-            if error.args[:1] != (SHUTDOWN,):
+            if await self.stopped(error):
                 status = "cancelled"
-                await self.emit(AnswerEvent(text="", status="cancelled", reason="cancelled"))
             raise
         except BaseException as error:
             failure = error
             raise
         finally:
             self.trace.end(status, usages, failure)
+
+    async def stopped(self, error: asyncio.CancelledError) -> bool:
+        """Record that the caller stopped the run (a stop button, Ctrl-C, ``task.cancel()``);
+        the caller lets the cancellation go on. The model call in flight was closed by the
+        cancellation; the run ends here, with everything it had observed. A process shutting
+        down (``SHUTDOWN``) records nothing: the turn stays interrupted and the next run
+        finishes it. Whether a cancelled answer was recorded."""
+        if error.args[:1] == (SHUTDOWN,):
+            return False
+        await self.emit(AnswerEvent(text="", status="cancelled", reason="cancelled"))
+        return True
+
+    async def stoppable(self, events: AsyncIterator[Event]) -> AsyncIterator[Event]:
+        """``events`` of a run that does not go through ``invoke`` (plan-and-execute,
+        Reflexion), recorded as cancelled like ``invoke``'s if the caller stops them."""
+        try:
+            async for event in events:
+                yield event
+        except asyncio.CancelledError as error:
+            await self.stopped(error)
+            raise
 
     async def steps(self) -> AsyncIterator[Event]:
         """Step until a final answer, a question for the user, or a guard stops the run."""

@@ -132,7 +132,11 @@ class PlanLoop:
         async for event in self.recover([]):
             yield event
 
-    async def recover(self, events: list[Event]) -> AsyncIterator[Event]:
+    def recover(self, events: list[Event]) -> AsyncIterator[Event]:
+        """Go on from this run's stored ``events`` (a turn the caller stops is recorded as cancelled)."""
+        return self.loop.stoppable(self._go_on(events))
+
+    async def _go_on(self, events: list[Event]) -> AsyncIterator[Event]:
         """Go on from this run's stored ``events`` (none: plan first)."""
         state = PlanState.of(events)
         if not state.plans:

@@ -58,7 +58,11 @@ class TrialLoop:
         async for event in self.recover([]):
             yield event
 
-    async def recover(self, events: list[Event]) -> AsyncIterator[Event]:
+    def recover(self, events: list[Event]) -> AsyncIterator[Event]:
+        """Go on from this run's stored ``events`` (a turn the caller stops is recorded as cancelled)."""
+        return self.loop.stoppable(self._go_on(events))
+
+    async def _go_on(self, events: list[Event]) -> AsyncIterator[Event]:
         """Go on from this run's stored ``events``."""
         started = {e.call_id: e for e in events if isinstance(e, ActionEvent) and e.call_id.startswith(TRIAL)}
         answers = {e.call_id: e for e in events if isinstance(e, ObservationEvent) and e.call_id.startswith(TRIAL)}
