@@ -52,6 +52,7 @@ def test_openai_reasoning_shows_the_sub_agents_steps(tmp_path: Path) -> None:
         streamed = "".join(getattr(c.choices[0].delta, "reasoning_content", None) or "" for c in chunks if c.choices)
         content = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
         assert "[researcher/fetcher] Answer: fetched: Lyon" in streamed
+        assert "[researcher/fetcher] Reply: Lyon" in streamed and "Task: Lyon" not in streamed
         assert content == "boss: found: fetched: Lyon"
 
 

@@ -104,7 +104,8 @@ def _nested(event: Event, line: str) -> str:
 
 def _describe(event: Event) -> str | None:
     if isinstance(event, UserEvent):
-        return f"Task: {event.text}" if event.run else None
+        # a nested run's first message is its task; a later one (step > 0) answers its question
+        return f"{'Reply' if event.step else 'Task'}: {event.text}" if event.run else None
     if isinstance(event, PlanEvent):
         if event.decision == "continue":
             return None
@@ -189,10 +190,12 @@ async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if result.status == "waiting":
         if not args.json:
             print(f"\nThe agent asks: {result.question}", file=out)
+            # a planning turn must be resumed by a planning agent, or its open step is lost
+            again = f"reactchat ask{' --plan' if getattr(args, 'plan', False) else ''} --session {result.session}"
             if result.pending is not None and result.pending.kind == "approval":
-                print(f'Approve with: reactchat ask --session {result.session} yes  (or "no, and why")', file=out)
+                print(f'Approve with: {again} yes  (or "no, and why")', file=out)
             else:
-                print(f'Answer with: reactchat ask --session {result.session} "your answer"', file=out)
+                print(f'Answer with: {again} "your answer"', file=out)
         return EXIT_WAITING
     return EXIT_STOPPED if result.status == "stopped" else 0
 

@@ -322,8 +322,8 @@ def reasoning(event: Event) -> str:
 
 
 def _step_text(event: Event) -> str:
-    if isinstance(event, UserEvent) and event.run:
-        return f"Task: {event.text}\n"
+    if isinstance(event, UserEvent) and event.run:  # its task, or (step > 0) the reply to its question
+        return f"{'Reply' if event.step else 'Task'}: {event.text}\n"
     if isinstance(event, PlanEvent) and event.decision != "continue":
         return f"Plan (version {event.version}):\n{checklist(event.steps)}\n"
     if isinstance(event, AnswerEvent) and event.run:
