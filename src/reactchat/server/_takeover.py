@@ -26,6 +26,7 @@ from fastapi import FastAPI, Header, Query
 from fastapi.responses import StreamingResponse
 
 from reactchat.errors import SessionBusy, SessionNotFound
+from reactchat.server._schema import GUARDED, SSE_EVENT, errors
 from reactchat.server._turns import KEEPALIVE, event_frame, frame, summary
 
 if TYPE_CHECKING:
@@ -75,16 +76,31 @@ async def take_over(server: Server, session: str) -> bool:
 def follow_routes(app: FastAPI, server: Server) -> None:
     """``GET /v1/sessions/{id}/events``: the session's events as SSE, from ``Last-Event-ID``."""
 
-    @app.get("/v1/sessions/{session}/events", response_model=None)
+    @app.get(
+        "/v1/sessions/{session}/events",
+        response_model=None,
+        responses={
+            200: {
+                "description": "The session's events after Last-Event-ID as Server-Sent Events, then `end`",
+                "content": {"text/event-stream": {"schema": SSE_EVENT}},
+            },
+            **errors(*GUARDED, 404, 422, 503),
+        },
+    )
     async def follow_session(
         session: str,
-        last_event_id: int | None = Header(default=None, ge=0),
+        last_event_id: str | None = Header(default=None, max_length=40),
         after: int = Query(default=0, ge=0),
     ) -> StreamingResponse:
-        """Events after ``Last-Event-ID`` (or ``?after=``) as SSE; a running turn is followed to its ``end``."""
+        """Events after ``Last-Event-ID`` (or ``?after=``) as SSE; a running turn is followed to its ``end``.
+
+        ``Last-Event-ID`` is the ``id:`` of the last frame the client saw; a value that is not
+        one of ours (not a non-negative integer) is ignored, as the SSE standard lets a server do.
+        """
         if not await server.store.exists(session):
             raise SessionNotFound(session)
-        start = last_event_id if last_event_id is not None else after
+        seen = last_event_id.strip() if last_event_id else ""
+        start = int(seen) if seen.isascii() and seen.isdigit() else after
         headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
         return StreamingResponse(follow(server, session, start), media_type="text/event-stream", headers=headers)
 
