@@ -144,6 +144,18 @@ def app_from_env() -> Any:
     return make_app(os.environ["REACTCHAT_DB"], os.environ.get("REACTCHAT_TOKEN") or None)
 
 
+def slow_app_from_env() -> Any:
+    """For ``uvicorn --factory``: an agent on the OpenAI-compatible provider at
+    ``REACTCHAT_SLOW_URL`` (``fixtures.slow_stream.SlowStream``) over ``REACTCHAT_DB``."""
+    from reactchat.models.openai import OpenAIModel
+
+    def agent(store: Any) -> Agent:
+        model = OpenAIModel("slow-model", api_key="x", base_url=f"{os.environ['REACTCHAT_SLOW_URL']}/v1", retries=0)
+        return Agent(model=model, store=store)
+
+    return create_app(agent, config=ServerConfig(store=os.environ["REACTCHAT_DB"]))
+
+
 def free_port() -> int:
     """A loopback port that is free right now."""
     with socket.socket() as sock:

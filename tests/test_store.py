@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -252,6 +254,50 @@ async def wait_for_lock(store: Store, session: str, owner: str, seconds: float =
     return False
 
 
+#: a process that takes a session's turn lock, says so, and SIGKILLs itself on a line of stdin
+LOCK_AND_DIE = (
+    "import asyncio, os, signal, sys\n"
+    "from reactchat.store import resolve_store\n"
+    "async def main():\n"
+    "    store = resolve_store(sys.argv[1])\n"
+    "    assert await store.try_lock(sys.argv[2], 'child', 3600)\n"
+    "    print('locked', flush=True)\n"
+    "    sys.stdin.readline()\n"
+    "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    "asyncio.run(main())\n"
+)
+
+
+@contextlib.contextmanager
+def lock_holder(url: str, session: str) -> Iterator[Callable[[], None]]:
+    """A child process holding ``session``'s turn lock; the context gives the function that kills it."""
+    with subprocess.Popen(
+        [sys.executable, "-c", LOCK_AND_DIE, url, session], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    ) as child:
+        assert child.stdout is not None and child.stdin is not None
+        assert child.stdout.readline().strip() == "locked"
+
+        def kill() -> None:
+            assert child.stdin is not None
+            child.stdin.write("die\n")
+            child.stdin.flush()
+            assert child.wait(30) == -9
+
+        yield kill
+
+
+async def found_abandoned(store: Store) -> list[str]:
+    """What ``abandoned()`` reports within 5 s (PostgreSQL sees a dead client's socket close within ms)."""
+    abandoned = getattr(store, "abandoned")  # noqa: B009  (a capability of the durable stores)
+    found: list[str] = []
+    for _ in range(100):
+        found = await abandoned()
+        if found:
+            break
+        await asyncio.sleep(0.05)
+    return found
+
+
 async def test_a_lock_whose_holder_died_is_reported_once(durable_url: str) -> None:
     """``abandoned()`` names the sessions whose lock holder died (the worker takeover uses it)."""
     store = resolve_store(durable_url)
@@ -261,35 +307,25 @@ async def test_a_lock_whose_holder_died_is_reported_once(durable_url: str) -> No
         assert await store.try_lock(live, "me", 60)
         abandoned = getattr(store, "abandoned")  # noqa: B009  (a capability of the durable stores)
         assert await abandoned() == []
-        code = (
-            "import asyncio, os, signal, sys\n"
-            "from reactchat.store import resolve_store\n"
-            "async def main():\n"
-            "    store = resolve_store(sys.argv[1])\n"
-            "    assert await store.try_lock(sys.argv[2], 'child', 3600)\n"
-            "    print('locked', flush=True)\n"
-            "    sys.stdin.readline()\n"
-            "    os.kill(os.getpid(), signal.SIGKILL)\n"
-            "asyncio.run(main())\n"
-        )
-        with subprocess.Popen(
-            [sys.executable, "-c", code, durable_url, session], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-        ) as child:
-            assert child.stdout is not None and child.stdin is not None
-            assert child.stdout.readline().strip() == "locked"
-            assert await abandoned() == []  # its holder lives (PostgreSQL: now seen holding it)
-            child.stdin.write("die\n")
-            child.stdin.flush()
-            assert child.wait(30) == -9
-        found: list[str] = []
-        for _ in range(100):
-            found = await abandoned()
-            if found:
-                break
-            await asyncio.sleep(0.05)
-        assert found == [session]
+        with lock_holder(durable_url, session) as kill:
+            assert await abandoned() == []  # its holder lives
+            kill()
+        assert await found_abandoned(store) == [session]
         assert await abandoned() == []  # reported once
         assert await store.try_lock(session, "taker", 60)
+    finally:
+        await store.close()
+
+
+async def test_a_holder_that_dies_before_anyone_looks_is_still_reported(durable_url: str) -> None:
+    """The turn is marked as running where every worker can see it: a holder that takes the
+    lock and dies between two looks (no look ever saw its lock) is found all the same."""
+    store = resolve_store(durable_url)
+    try:
+        session = await store.create_session()
+        with lock_holder(durable_url, session) as kill:
+            kill()
+        assert await found_abandoned(store) == [session]
     finally:
         await store.close()
 
@@ -370,7 +406,13 @@ async def test_sqlite_file_is_wal_and_created_on_first_use(tmp_path: Path) -> No
         tables = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         migrations = [row[0] for row in db.execute("SELECT name FROM reactchat_migrations")]
     assert {"sessions", "events", "session_locks", "reactchat_migrations"} <= tables
-    assert migrations == ["m001_sessions_events_locks", "m002_reflections", "m003_interrupted_field"]
+    assert migrations == [
+        "m001_sessions_events_locks",
+        "m002_reflections",
+        "m003_interrupted_field",
+        "m004_cancel_requests",
+        "m005_last_activity",
+    ]
     again = resolve_store(f"sqlite:///{path}")  # migrations run once
     assert await again.exists("s")
     await again.close()

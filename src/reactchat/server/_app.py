@@ -2,7 +2,7 @@
 
 POST   /v1/sessions                    → {"session": id}
 POST   /v1/sessions/{id}/messages      → SSE: one frame per event, then ``end``
-POST   /v1/sessions/{id}/cancel        → stops the running turn (recorded as cancelled)
+POST   /v1/sessions/{id}/cancel        → stops the running turn, on any worker (see ``_cancel``)
 GET    /v1/sessions                    → the newest sessions, summarised (``?limit=``)
 GET    /v1/sessions/{id}               → turns (with usage), status, pending question, files
 GET    /v1/sessions/{id}/events        → SSE from ``Last-Event-ID`` on (see ``_takeover``)
@@ -35,6 +35,7 @@ from starlette.routing import Match
 from reactchat._tool_refs import close_tools, read_links_if_fetching
 from reactchat.agent import Agent
 from reactchat.report import turn_view
+from reactchat.server._cancel import cancel_routes, watch_cancels
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
 from reactchat.server._guard import USER, Guard, Rate, owner
@@ -169,9 +170,11 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        watcher = asyncio.create_task(watch_abandoned(server))  # turns of workers that died
+        # turns of workers that died; turns another worker was asked to cancel
+        watchers = [asyncio.create_task(watch_abandoned(server)), asyncio.create_task(watch_cancels(server))]
         yield
-        await stop(watcher)
+        for watcher in watchers:
+            await stop(watcher)
         await server.turns.stop_all()
         await close_tools(agent.toolsets)
         if server.files is not None:
@@ -345,21 +348,11 @@ def _session_routes(app: FastAPI, server: Server) -> None:
         result.update(await files_left())
         return JSONResponse(result)
 
-    @app.post("/v1/sessions/{session}/cancel", response_model=None, responses=errors(*GUARDED, 404, 409, 503))
-    async def cancel_turn(session: str) -> Response:
-        """Stop the session's running turn: the model request in flight is closed, tools
-        running in threads are abandoned, and the turn is recorded as ``cancelled`` with
-        what it had observed. The session then takes the next message as a new turn."""
-        if not await store.exists(session):
-            raise SessionNotFound(session)
-        if not await server.turns.cancel(session):
-            return error(409, f"no turn of session {session} is running in this server process", "not_running")
-        return JSONResponse({"session": session, "status": "cancelled"})
-
     from reactchat.server._files import file_routes
 
     file_routes(app, server)
     follow_routes(app, server)
+    cancel_routes(app, server)
 
 
 async def session_view(server: Server, session: str) -> dict[str, Any]:

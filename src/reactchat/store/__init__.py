@@ -19,7 +19,13 @@ from reactchat.messages import Event
 
 @runtime_checkable
 class Store(Protocol):
-    """Durable, append-only storage of sessions and their events."""
+    """Durable, append-only storage of sessions and their events.
+
+    A store that several processes share (SQLite, PostgreSQL) also has ``abandoned()``
+    (turns whose process died), ``request_cancel(session)`` (ask the process running a
+    turn to stop it) and ``cancel_requests()`` (what this process was asked to stop);
+    the server uses them when they are there.
+    """
 
     #: the store's URL (``memory:``, ``sqlite:///...``, ``postgresql://...``), so other
     #: components can open their own connection to the same database
@@ -50,15 +56,21 @@ class Store(Protocol):
         ...
 
     async def unlock(self, session_id: str, owner: str) -> None:
-        """Release the turn lock if ``owner`` holds it."""
+        """Release the turn lock if ``owner`` holds it; the session was active until now."""
         ...
 
     async def list_sessions(self, limit: int = 100) -> list[str]:
         """Session ids, newest first."""
         ...
 
-    async def delete_session(self, session_id: str) -> bool:
-        """Delete a session and its events; False if there was none."""
+    async def idle_sessions(self, before: float, limit: int = 1000) -> list[str]:
+        """Sessions whose last turn ended (or, with none, that were created) before ``before``,
+        a Unix time; longest idle first."""
+        ...
+
+    async def delete_session(self, session_id: str, idle_before: float | None = None) -> bool:
+        """Delete a session and its events; False if there was none. With ``idle_before``,
+        only if the session was last active before that time."""
         ...
 
     async def close(self) -> None:

@@ -18,11 +18,15 @@ class MemoryStore:
         self._events: dict[str, list[Event]] = {}
         self._locks: dict[str, tuple[str, float]] = {}
         self._reflections: dict[str, list[tuple[float, str]]] = {}
+        #: session → when its last turn ended (or it was created), a Unix time
+        self._active: dict[str, float] = {}
 
     async def create_session(self, session_id: str | None = None) -> str:
         """Create a session and return its id."""
         session_id = session_id or uuid.uuid4().hex
-        self._events.setdefault(session_id, [])
+        if session_id not in self._events:
+            self._events[session_id] = []
+            self._active[session_id] = time.time()
         return session_id
 
     async def exists(self, session_id: str) -> bool:
@@ -59,14 +63,27 @@ class MemoryStore:
         """Release the lock if ``owner`` holds it."""
         if self._locks.get(session_id, ("",))[0] == owner:
             del self._locks[session_id]
+            if session_id in self._active:
+                self._active[session_id] = time.time()
 
     async def list_sessions(self, limit: int = 100) -> list[str]:
         """Session ids, newest first."""
         return list(reversed(self._events))[:limit]
 
-    async def delete_session(self, session_id: str) -> bool:
-        """Forget a session and its events; False if there was none."""
+    async def idle_sessions(self, before: float, limit: int = 1000) -> list[str]:
+        """Sessions last active before ``before`` (a Unix time), longest idle first."""
+        idle = sorted((at, session) for session, at in self._active.items() if at < before)
+        return [session for _, session in idle[:limit]]
+
+    async def delete_session(self, session_id: str, idle_before: float | None = None) -> bool:
+        """Forget a session and its events (only if last active before ``idle_before``, when
+        given); False if there was none (or it was active since)."""
+        if session_id not in self._events:
+            return False
+        if idle_before is not None and self._active[session_id] >= idle_before:
+            return False
         self._locks.pop(session_id, None)
+        del self._active[session_id]
         return self._events.pop(session_id, None) is not None
 
     async def close(self) -> None:

@@ -23,7 +23,11 @@ Turn locks are session-level advisory locks, ``pg_try_advisory_lock(hashtextexte
 LOCK_SPACE))`` (a 64-bit key), held on a connection the store keeps for them: they need no table,
 and they end with the connection, so a killed worker never blocks its session. ``ttl`` is
 therefore unused. The store tracks which of its own callers holds each lock, since
-advisory locks are re-entrant per connection. Queries go through a small pool
+advisory locks are re-entrant per connection. Each lock taken also marks its session in
+``running_turns`` (an unlogged table) with the backend that holds it: a mark whose backend
+has ended is a turn whose worker died (``abandoned``), and a mark is where
+``request_cancel`` asks the holder, from any worker, to stop the turn (with a
+``NOTIFY`` that ``cancel_requests`` listens for). Queries go through a small pool
 (``pool_size``, default 4) so that concurrent turns do not wait for each other's commits.
 
 Every commit waits for the server's WAL flush. ``?options=-csynchronous_commit%3Doff`` in
@@ -83,6 +87,27 @@ SCHEMA.add(
     "CREATE INDEX reflections_key_at ON reflections(key, at)",
 )
 SCHEMA.add(3, "m003_interrupted_field", mark_interrupted)
+SCHEMA.add(
+    4,
+    "m004_running_turns",  # the durable mark of a running turn: takeover and cancel from any worker
+    # unlogged: no WAL, so marking costs no flush; a crash of the server empties it, and
+    # the turns it marked then resume on their session's next message
+    """CREATE UNLOGGED TABLE running_turns (
+        session TEXT PRIMARY KEY,
+        backend INTEGER NOT NULL,
+        backend_start TIMESTAMPTZ,
+        since DOUBLE PRECISION NOT NULL,
+        cancel DOUBLE PRECISION
+    )""",
+)
+SCHEMA.add(
+    5,
+    "m005_last_activity",  # when the session's last turn ended, for retention (reactchat.retention)
+    "ALTER TABLE sessions ADD COLUMN active_at DOUBLE PRECISION",
+    """UPDATE sessions s
+    SET active_at = coalesce((SELECT max(e.at) FROM events e WHERE e.session = s.id), s.created_at)""",
+    "CREATE INDEX sessions_active ON sessions(active_at)",
+)
 
 #: one statement for a whole batch of events, from any number of sessions: each row's
 #: ``seq`` is the session's last one plus its rank among the batch's rows of that session
@@ -99,16 +124,37 @@ RETURNING session, seq"""
 _EVENTS = """SELECT e.seq, e.body::text FROM sessions s LEFT JOIN events e ON e.session = s.id AND e.seq > %s
 WHERE s.id = %s ORDER BY e.seq"""
 
-_LOCK = """SELECT pg_try_advisory_lock(hashtextextended(s, %s))
-FROM unnest(%b::text[]) WITH ORDINALITY AS t(s, i) ORDER BY i"""
+#: turn locks for a batch of sessions, each won one marked as running on this backend
+_LOCK = """WITH t AS MATERIALIZED (
+    SELECT s, i, pg_try_advisory_lock(hashtextextended(s, %s)) AS won FROM unnest(%b::text[]) WITH ORDINALITY AS t(s, i)
+), marked AS (
+    INSERT INTO running_turns (session, backend, backend_start, since)
+    SELECT s, pg_backend_pid(), (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()), %s
+    FROM t WHERE won
+    ON CONFLICT (session) DO UPDATE
+    SET backend = excluded.backend, backend_start = excluded.backend_start, since = excluded.since, cancel = NULL
+)
+SELECT won FROM t ORDER BY i"""
+#: before a batch of turn locks is released: their marks go, and their sessions were active until now
+_UNMARK = """WITH unmarked AS (DELETE FROM running_turns WHERE session = ANY(%b::text[]) AND backend = pg_backend_pid())
+UPDATE sessions SET active_at = %s WHERE id = ANY(%b::text[])"""
 _UNLOCK = "SELECT count(pg_advisory_unlock(hashtextextended(s, %s))) FROM unnest(%b::text[]) AS t(s)"
 
-#: advisory locks on one 64-bit key held in this database, with the backend holding each,
-#: and the backends alive now
-_HOLDERS = """SELECT ARRAY(SELECT pid FROM pg_stat_activity),
-ARRAY(SELECT ARRAY[l.pid::bigint, (l.classid::bigint << 32) | l.objid::bigint] FROM pg_locks l
-      WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted
-        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))"""
+#: running turns whose backend has ended (a backend's pid may come back: its start time tells)
+_ORPHANED = """SELECT session, backend FROM running_turns r WHERE NOT EXISTS (
+    SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend
+    AND (a.backend_start IS NULL OR r.backend_start IS NULL OR a.backend_start = r.backend_start))"""
+
+#: the channel on which ``request_cancel`` tells the workers which session's turn to stop
+CANCEL_CHANNEL = "reactchat_cancel"
+#: seconds a worker waits for a notification before it looks at the marks itself
+CANCEL_POLL = 1.0
+#: mark a live turn as to be cancelled, and tell the workers
+_CANCEL = """WITH asked AS (
+    UPDATE running_turns r SET cancel = %s WHERE session = %s
+    AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend) RETURNING session
+)
+SELECT pg_notify(%s, session) FROM asked"""
 
 
 class PostgresStore:
@@ -136,8 +182,8 @@ class PostgresStore:
         self._held: dict[str, str] = {}
         #: session → owner, for the locks being asked for
         self._claims: dict[str, str] = {}
-        #: lock key → backend pid, as ``abandoned`` last saw them
-        self._seen_holders: dict[int, int] = {}
+        #: the connection that listens for cancel requests
+        self._listener: AsyncConnection[Any] | None = None
         self._batchers()
         self._chores: set[asyncio.Task[Any]] = set()
 
@@ -182,13 +228,19 @@ class PostgresStore:
             if self._lock_conn is None or self._lock_conn.closed or self._lock_conn.broken:
                 self._held.clear()  # they ended with the old connection
                 self._lock_conn = await self._connect()
+                # its writes are the marks of running turns and the sessions' last activity:
+                # losing the last ones in a crash of the server costs nothing that matters
+                await self._lock_conn.execute("SET synchronous_commit TO off")
             return self._lock_conn
+
+    def _own(self) -> list[AsyncConnection[Any]]:
+        return [*self._idle, *(c for c in (self._lock_conn, self._listener) if c is not None)]
 
     def _drop(self) -> None:
         """Forget every connection without awaiting (their loop may be gone); the locks end with them."""
-        for conn in [*self._idle, *([self._lock_conn] if self._lock_conn else [])]:
+        for conn in self._own():
             conn.pgconn.finish()
-        self._idle, self._lock_conn = [], None
+        self._idle, self._lock_conn, self._listener = [], None, None
         self._held.clear()
 
     async def close(self) -> None:
@@ -201,8 +253,8 @@ class PostgresStore:
         if self._held and self._lock_conn is not None and not self._lock_conn.closed:
             # now, not when the server gets round to ending the backend
             await self._lock_conn.execute("SELECT pg_advisory_unlock_all()")
-        conns = [*self._idle, *([self._lock_conn] if self._lock_conn else [])]
-        self._idle, self._lock_conn = [], None
+        conns = self._own()
+        self._idle, self._lock_conn, self._listener = [], None, None
         self._held.clear()
         for conn in conns:
             await conn.close()
@@ -214,8 +266,8 @@ class PostgresStore:
         session_id = session_id or uuid.uuid4().hex
         async with self._db() as db:
             await db.execute(
-                "INSERT INTO sessions (id, created_at) VALUES (%s, %s) ON CONFLICT (id) DO NOTHING",
-                (session_id, time.time()),
+                "INSERT INTO sessions (id, created_at, active_at) VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING",
+                (session_id, now := time.time(), now),
             )
         return session_id
 
@@ -231,10 +283,23 @@ class PostgresStore:
             cursor = await db.execute("SELECT id FROM sessions ORDER BY created_at DESC, id LIMIT %s", (limit,))
             return [row[0] for row in await cursor.fetchall()]
 
-    async def delete_session(self, session_id: str) -> bool:
-        """Delete a session and all its events; False if there was none."""
+    async def idle_sessions(self, before: float, limit: int = 1000) -> list[str]:
+        """Sessions last active before ``before`` (a Unix time), longest idle first."""
         async with self._db() as db:
-            cursor = await db.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
+            cursor = await db.execute(
+                "SELECT id FROM sessions WHERE active_at < %s ORDER BY active_at, id LIMIT %s", (before, limit)
+            )
+            return [row[0] for row in await cursor.fetchall()]
+
+    async def delete_session(self, session_id: str, idle_before: float | None = None) -> bool:
+        """Delete a session and all its events (only if last active before ``idle_before``,
+        when given); False if there was none (or it was active since)."""
+        async with self._db() as db:
+            cursor = await db.execute(
+                """DELETE FROM sessions WHERE id = %s
+                   AND (%s::float8 IS NULL OR coalesce(active_at, created_at) < %s::float8)""",
+                (session_id, idle_before, idle_before),
+            )
             return cursor.rowcount > 0
 
     # ------------------------------------------------------------------ events
@@ -358,27 +423,55 @@ class PostgresStore:
         await self._lock_calls.submit((session_id, False))
 
     async def abandoned(self) -> list[str]:
-        """Sessions whose turn lock ended with its holder's connection since the last call.
+        """Sessions whose running turn's worker died: its mark names a backend that has ended.
 
-        A worker that dies mid-turn leaves its turn interrupted; its locks end with its
-        connections. Called every second or so, this compares the advisory locks held in
-        the database with those of the previous call: a lock whose backend is gone marks
-        a session to take over. (A lock taken and lost between two calls goes unseen.)
+        A worker that dies mid-turn leaves its turn interrupted; its advisory locks end
+        with its connections, and its marks in ``running_turns`` stay behind, however
+        briefly the turn ran. Each such mark is removed here by exactly one caller, which
+        gets its session: of several workers looking at once, one takes the turn over.
         """
         async with self._db() as db:
-            cursor = await db.execute(_HOLDERS)
-            row = await cursor.fetchone()
-            assert row is not None
-            alive, held = set(row[0]), {key: pid for pid, key in row[1]}
-            gone = [key for key, pid in self._seen_holders.items() if pid not in alive]
-            self._seen_holders = held
-            if not gone:
-                return []
-            # a scan of the sessions: this runs only when a worker has died
+            cursor = await db.execute(_ORPHANED)
+            claimed = []
+            for session, backend in await cursor.fetchall():
+                # one row per statement: a claim never holds one mark while it waits for another
+                gone = await db.execute(
+                    "DELETE FROM running_turns WHERE session = %s AND backend = %s", (session, backend)
+                )
+                if gone.rowcount:
+                    claimed.append(session)
+            return claimed
+
+    async def request_cancel(self, session_id: str) -> bool:
+        """Ask whichever worker runs the session's turn to cancel it; False if none runs it."""
+        async with self._db() as db:
+            cursor = await db.execute(_CANCEL, (time.time(), session_id, CANCEL_CHANNEL))
+            return await cursor.fetchone() is not None
+
+    async def cancel_requests(self) -> list[str]:
+        """The sessions whose turn lock this store holds and whose turn someone asked to cancel
+        (``request_cancel``), once a notification comes or ``CANCEL_POLL`` seconds pass."""
+        from psycopg import OperationalError
+
+        self._same_loop()
+        try:
+            if self._listener is None or self._listener.closed or self._listener.broken:
+                self._listener = await self._connect()
+                await self._listener.execute(f"LISTEN {CANCEL_CHANNEL}")
+            async for _ in self._listener.notifies(timeout=CANCEL_POLL, stop_after=1):
+                pass
+        except (OperationalError, ConnectionError):
+            self._listener = None  # the database went away: try again after a pause
+            await asyncio.sleep(CANCEL_POLL)
+            return []
+        held = list(self._held)
+        if not held:
+            return []
+        async with self._db() as db:
             cursor = await db.execute(
-                "SELECT id FROM sessions WHERE hashtextextended(id, %s) = ANY(%s)", (LOCK_SPACE, gone)
+                "SELECT session FROM running_turns WHERE cancel IS NOT NULL AND session = ANY(%s)", (held,)
             )
-            return [session for (session,) in await cursor.fetchall()]
+            return [session for (session,) in await cursor.fetchall() if session in self._held]
 
     def _give_back(self, session_id: str, request: asyncio.Future[bool]) -> None:
         if not request.cancelled() and request.exception() is None and request.result():
@@ -387,7 +480,7 @@ class PostgresStore:
             chore.add_done_callback(self._chores.discard)
 
     async def _lock_batch(self, calls: list[tuple[str, bool]]) -> list[bool | BaseException]:
-        """Releases, then attempts, in one statement each on the lock connection.
+        """Releases (their marks, then their locks), then attempts, on the lock connection.
 
         Advisory locks are re-entrant per connection, so a release and a new attempt on
         the same session in one batch leave it held once whatever their order.
@@ -396,10 +489,12 @@ class PostgresStore:
         releases = [session for session, take in calls if not take]
         attempts = [session for session, take in calls if take]
         if releases:
+            # marks first: once a lock is free, another worker may mark the session as its own
+            await db.execute(_UNMARK, (releases, time.time(), releases))
             await db.execute(_UNLOCK, (LOCK_SPACE, releases))
         won: list[bool] = []
         if attempts:
-            cursor = await db.execute(_LOCK, (LOCK_SPACE, attempts))
+            cursor = await db.execute(_LOCK, (LOCK_SPACE, attempts, time.time()))
             won = [bool(row[0]) for row in await cursor.fetchall()]
         results = iter(won)
         return [next(results) if take else True for _, take in calls]

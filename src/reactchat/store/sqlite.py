@@ -8,12 +8,14 @@ Schema (created by the migrations of ``SCHEMA``; other components may add tables
 prefixed ``kb_`` for the knowledge base, and must leave these alone)::
 
     reactchat_migrations(name TEXT PRIMARY KEY, applied_at REAL)   -- see store/_migrations.py
-    sessions(id TEXT PRIMARY KEY, created_at REAL)
+    sessions(id TEXT PRIMARY KEY, created_at REAL,
+             active_at REAL)                -- when its last turn ended (or it was created)
     events(session TEXT → sessions.id ON DELETE CASCADE, seq INTEGER,   -- 1, 2, 3… per session
            turn INTEGER, step INTEGER, type TEXT, at REAL,
            body TEXT,                       -- the event as JSON (``EVENTS.dump_json``)
            PRIMARY KEY (session, seq))
-    session_locks(session TEXT PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER, expires REAL)
+    session_locks(session TEXT PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER, expires REAL,
+                  cancel REAL)              -- when a cancel of the running turn was asked for
     reflections(key TEXT, at REAL, text TEXT)   -- Reflexion's memory across sessions (reactchat.reflect)
 
 Events are append-only; the state of a session is derived from them. Durability: WAL
@@ -30,6 +32,11 @@ holder's pid decides: a lock whose process is gone is taken over at once (a kill
 process does not block its session), and a live process keeps its lock however long
 its turn runs (a slow local model must not see a second turn start beside it). The
 expiry (``ttl``) only frees locks held from another host, whose pid cannot be checked.
+
+A lock row is also the durable mark of a running turn: ``request_cancel`` (any process)
+stamps it, and the holder, polling ``cancel_requests`` every ``CANCEL_POLL`` seconds while
+it holds locks, stops that turn. Releasing the lock records the session's last activity
+(``sessions.active_at``), which ``idle_sessions`` reads for retention.
 """
 
 from __future__ import annotations
@@ -60,6 +67,8 @@ CHECKPOINT_EVERY = 1000
 INLINE_RETRIES = (0.0005, 0.001, 0.002)
 #: WAL frames (pages, 16 MiB) past which a checkpoint makes the WAL start over
 WAL_RESTART_FRAMES = 4000
+#: seconds between two looks for cancel requests of the turns this store's process runs
+CANCEL_POLL = 0.05
 
 T = TypeVar("T")
 
@@ -96,6 +105,19 @@ SCHEMA.add(
     "CREATE INDEX reflections_key_at ON reflections(key, at)",
 )
 SCHEMA.add(3, "m003_interrupted_field", mark_interrupted)
+SCHEMA.add(
+    4,
+    "m004_cancel_requests",  # POST .../cancel on any worker: the holder of the turn lock sees it
+    "ALTER TABLE session_locks ADD COLUMN cancel REAL",
+)
+SCHEMA.add(
+    5,
+    "m005_last_activity",  # when the session's last turn ended, for retention (reactchat.retention)
+    "ALTER TABLE sessions ADD COLUMN active_at REAL",
+    """UPDATE sessions
+    SET active_at = coalesce((SELECT max(at) FROM events WHERE session = sessions.id), created_at)""",
+    "CREATE INDEX sessions_active ON sessions(active_at)",
+)
 
 
 class SqliteStore:
@@ -121,6 +143,8 @@ class SqliteStore:
         self._checkpoint: Future[Any] | None = None
         self._host = socket.gethostname()
         self._pid = os.getpid()
+        #: the sessions whose turn lock this store holds
+        self._held: set[str] = set()
 
     # ------------------------------------------------------------------ connection
 
@@ -236,7 +260,9 @@ class SqliteStore:
         """Create a session (a random id unless given) and return its id."""
         session_id = session_id or uuid.uuid4().hex
         row = (session_id, time.time())
-        await self._call(lambda db: db.execute("INSERT OR IGNORE INTO sessions (id, created_at) VALUES (?, ?)", row))
+        await self._call(
+            lambda db: db.execute("INSERT OR IGNORE INTO sessions (id, created_at, active_at) VALUES (?1, ?2, ?2)", row)
+        )
         return session_id
 
     async def exists(self, session_id: str) -> bool:
@@ -252,13 +278,30 @@ class SqliteStore:
 
         return await self._call(newest)
 
-    async def delete_session(self, session_id: str) -> bool:
-        """Delete a session and all its events; False if there was none."""
+    async def idle_sessions(self, before: float, limit: int = 1000) -> list[str]:
+        """Sessions last active before ``before`` (a Unix time), longest idle first."""
+
+        def idle(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute(
+                "SELECT id FROM sessions WHERE active_at < ? ORDER BY active_at, id LIMIT ?", (before, limit)
+            )
+            return [row[0] for row in rows]
+
+        return await self._call(idle)
+
+    async def delete_session(self, session_id: str, idle_before: float | None = None) -> bool:
+        """Delete a session and all its events (only if last active before ``idle_before``,
+        when given); False if there was none (or it was active since)."""
 
         def delete(db: sqlite3.Connection) -> bool:
             with _immediate(db):
-                db.execute("DELETE FROM session_locks WHERE session = ?", (session_id,))
-                return db.execute("DELETE FROM sessions WHERE id = ?", (session_id,)).rowcount > 0
+                deleted = db.execute(
+                    "DELETE FROM sessions WHERE id = ?1 AND (?2 IS NULL OR coalesce(active_at, created_at) < ?2)",
+                    (session_id, idle_before),
+                )
+                if deleted.rowcount:
+                    db.execute("DELETE FROM session_locks WHERE session = ?", (session_id,))
+                return deleted.rowcount > 0
 
         return await self._call(delete, write=True)
 
@@ -347,12 +390,54 @@ class SqliteStore:
                 )
                 return True
 
-        return await self._call(take, write=True)
+        won = await self._call(take, write=True)
+        if won:
+            self._held.add(session_id)
+        return won
 
     async def unlock(self, session_id: str, owner: str) -> None:
-        """Release the turn lock if ``owner`` holds it."""
-        row = (session_id, owner)
-        await self._call(lambda db: db.execute("DELETE FROM session_locks WHERE session = ? AND owner = ?", row), True)
+        """Release the turn lock if ``owner`` holds it; the session was active until now."""
+
+        def release(db: sqlite3.Connection) -> None:
+            with _immediate(db):
+                if db.execute(
+                    "DELETE FROM session_locks WHERE session = ? AND owner = ?", (session_id, owner)
+                ).rowcount:
+                    db.execute("UPDATE sessions SET active_at = ? WHERE id = ?", (time.time(), session_id))
+
+        await self._call(release, True)
+        self._held.discard(session_id)
+
+    async def request_cancel(self, session_id: str) -> bool:
+        """Ask whichever process runs the session's turn to cancel it; False if none runs it."""
+
+        def ask(db: sqlite3.Connection) -> bool:
+            now = time.time()
+            with _immediate(db):
+                holder = db.execute("SELECT host, pid, expires FROM session_locks WHERE session = ?", (session_id,))
+                row = holder.fetchone()
+                if row is None or not self._holds(row[0], row[1], row[2], now):
+                    return False
+                db.execute("UPDATE session_locks SET cancel = ? WHERE session = ?", (now, session_id))
+                return True
+
+        return await self._call(ask, write=True)
+
+    async def cancel_requests(self) -> list[str]:
+        """After ``CANCEL_POLL`` seconds, the sessions whose turn lock this store holds and whose
+        turn someone asked to cancel (``request_cancel``)."""
+        await asyncio.sleep(CANCEL_POLL)
+        if not self._held:
+            return []
+
+        def asked(db: sqlite3.Connection) -> list[str]:
+            rows = db.execute(
+                "SELECT session FROM session_locks WHERE cancel IS NOT NULL AND host = ? AND pid = ?",
+                (self._host, self._pid),
+            )
+            return [row[0] for row in rows]
+
+        return [session for session in await self._call(asked) if session in self._held]
 
     async def abandoned(self) -> list[str]:
         """Sessions whose turn lock is held by a process of this host that no longer runs.
