@@ -330,11 +330,13 @@ class Agent:
         reply_to: str | None = None,
         deltas: bool = False,
         output_type: Any = None,
+        on_delta: Callable[[str], Any] | None = None,
     ) -> Run:
         """The ``Run`` of one turn, not started: iterate it for the events, then read ``result``.
-        ``output_type`` types this turn's final answer (instead of the agent's own)."""
+        ``output_type`` types this turn's final answer (instead of the agent's own);
+        ``on_delta(text)`` sees a streaming model's text as it comes (no ``DeltaEvent``s)."""
         output = as_output(output_type, self.output.retries if self.output else DEFAULT_RETRIES)
-        return Run(self, message, session, reply_to=reply_to, deltas=deltas, output=output)
+        return Run(self, message, session, reply_to=reply_to, deltas=deltas, output=output, on_delta=on_delta)
 
     async def state(self, session: str) -> SessionState:
         """The session's turns, from its stored events."""

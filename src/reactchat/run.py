@@ -104,8 +104,9 @@ class Run:
     ``message`` starts a turn, or answers the session's pending item (``reply_to``, the
     item's ``call_id``, makes sure it still waits); ``None`` only finishes an interrupted
     turn. Iterate the run for its events, each durable before it is yielded; with
-    ``deltas=True`` a streaming model's text comes too, as ``DeltaEvent``s. ``result``
-    is set once the iteration ends with an answer or a pending item.
+    ``deltas=True`` a streaming model's text comes too, as ``DeltaEvent``s (or, without a
+    task of its own, goes to ``on_delta(text)`` as it comes). ``result`` is set once the
+    iteration ends with an answer or a pending item.
     """
 
     def __init__(
@@ -117,6 +118,7 @@ class Run:
         reply_to: str | None = None,
         deltas: bool = False,
         output: Output | None = None,
+        on_delta: Callable[[str], Any] | None = None,
     ) -> None:
         self.agent = agent
         self.message = message
@@ -131,7 +133,7 @@ class Run:
         self.run_id = ""
         self.result: RunResult | None = None
         self._new = session is None
-        self._on_delta: Callable[[str], Any] | None = None
+        self._on_delta = on_delta
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._with_deltas() if self.deltas else self._events()

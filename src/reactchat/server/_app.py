@@ -26,7 +26,7 @@ from typing import Any
 
 from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from starlette.exceptions import HTTPException
@@ -41,11 +41,10 @@ from reactchat.server._files import Files
 from reactchat.server._guard import USER, Guard, Rate, owner
 from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, errors, streamed
 from reactchat.server._takeover import follow_routes, stop, watch_abandoned
-from reactchat.server._turns import Turns, failure_event, pending_view, sse, summary
+from reactchat.server._turns import Turns, TurnStream, failure_event, pending_view, sse, summary
 from reactchat.session import SessionState
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
 
-SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 #: the page runs only its own script and style files (no inline code), talks only to this
 #: server and is never framed by another site
 PAGE_HEADERS = {
@@ -339,7 +338,7 @@ def _session_routes(app: FastAPI, server: Server) -> None:
             return {"files": await server.files.list(session)} if server.files is not None else {}
 
         if body.stream:
-            return StreamingResponse(sse(feed, files_left), media_type="text/event-stream", headers=SSE_HEADERS)
+            return TurnStream(sse(feed, files_left))
         events, failure = await feed.events()
         result = summary(session, events, failure)
         result["events"] = [json.loads(e.model_dump_json()) for e in events]

@@ -20,6 +20,7 @@ responses stream through untouched.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import ipaddress
 import json
@@ -50,6 +51,8 @@ SECURITY_HEADERS = [
 DERIVED_PREFIX = "oa-"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _SESSION_PATH = re.compile(r"^/v1/sessions/([^/]+)")
+#: the request headers the checks read (the others are not decoded)
+_READ = frozenset({b"host", b"origin", b"authorization", b"content-length"})
 
 
 class BodyTooLarge(HTTPException):
@@ -72,6 +75,7 @@ def hostname(value: str) -> str:
     return value.rsplit(":", 1)[0] if value.count(":") == 1 else value
 
 
+@functools.lru_cache(maxsize=4096)  # parsing an address costs more than the rest of the checks
 def is_loopback_address(host: str) -> bool:
     """Whether a client or server address is on this machine."""
     try:
@@ -123,7 +127,7 @@ class Guard:
         root = scope.get("root_path", "")
         if root and path.startswith(root):
             path = path[len(root) :] or "/"
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"] if k.lower() in _READ}
         refusal = self._refusal(scope, path, headers)
         if refusal is not None:
             await _error(send, *refusal)
@@ -148,7 +152,8 @@ class Guard:
                 self.uploads.give(slot)
 
         try:
-            await self._forward(scope, receive, send, limit, release)
+            sized = length is not None and length.isdigit()  # and within the limit, checked above
+            await self._forward(scope, receive, send, limit if not sized else None, release)
         finally:
             release()
 
@@ -202,7 +207,12 @@ class Guard:
                 found = user
         return found
 
-    async def _forward(self, scope: Scope, receive: Receive, send: Send, limit: int, done: Callable[[], None]) -> None:
+    async def _forward(
+        self, scope: Scope, receive: Receive, send: Send, limit: int | None, done: Callable[[], None]
+    ) -> None:
+        """The app, its answer given the security headers; ``limit``: count the body's bytes
+        against it (a body of a length within the limit is not counted: the server never
+        hands over more than the length it announced)."""
         received = 0
         started = False
 
@@ -210,7 +220,7 @@ class Guard:
             nonlocal received
             message = await receive()
             received += len(message.get("body", b""))
-            if received > limit:  # a chunked body gives no length up front
+            if limit is not None and received > limit:  # a chunked body gives no length up front
                 raise BodyTooLarge(limit)
             return message
 
@@ -224,7 +234,7 @@ class Guard:
             await send(message)
 
         try:
-            await self.app(scope, counted_receive, guarded_send)
+            await self.app(scope, receive if limit is None else counted_receive, guarded_send)
         except BodyTooLarge as exc:
             if started:
                 raise

@@ -56,7 +56,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import FastAPI, Header, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import ConfigDict, Field, StrictBool, field_validator
 
 from reactchat.messages import (
@@ -74,7 +74,7 @@ from reactchat.plan import checklist
 from reactchat.server._app import Body
 from reactchat.server._guard import DERIVED_PREFIX, USER
 from reactchat.server._schema import GUARDED, HAS_USER_TEXT, SESSION_ID, SESSION_ID_RULE, errors, streamed
-from reactchat.server._turns import KEEPALIVE, Delta, TurnFeed, failure_event, summary
+from reactchat.server._turns import KEEPALIVE, Delta, TurnFeed, TurnStream, failure_event, summary
 from reactchat.session import SessionState, Turn
 
 if TYPE_CHECKING:
@@ -185,8 +185,7 @@ def openai_routes(app: FastAPI, server: Server) -> None:
         if body.stream:
             usage = bool((body.stream_options or {}).get("include_usage"))
             chunks = _chunks(feed, completion, model, usage)
-            headers["Cache-Control"] = "no-cache"
-            return StreamingResponse(chunks, media_type="text/event-stream", headers=headers)
+            return TurnStream(chunks, headers)
         events, failure = await feed.events()
         if failure is not None:
             return error(502, failure_event(session, failure).message, "agent_error")

@@ -27,7 +27,7 @@ from fastapi.responses import StreamingResponse
 
 from reactchat.errors import SessionBusy, SessionNotFound
 from reactchat.server._schema import GUARDED, SSE_EVENT, errors
-from reactchat.server._turns import KEEPALIVE, event_frame, frame, summary
+from reactchat.server._turns import KEEPALIVE, SSE_HEADERS, event_frame, frame, summary
 
 if TYPE_CHECKING:
     from reactchat.server._app import Server
@@ -101,8 +101,7 @@ def follow_routes(app: FastAPI, server: Server) -> None:
             raise SessionNotFound(session)
         seen = last_event_id.strip() if last_event_id else ""
         start = int(seen) if seen.isascii() and seen.isdigit() else after
-        headers = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        return StreamingResponse(follow(server, session, start), media_type="text/event-stream", headers=headers)
+        return StreamingResponse(follow(server, session, start), media_type="text/event-stream", headers=SSE_HEADERS)
 
 
 async def follow(server: Server, session: str, seq: int) -> AsyncIterator[str]:

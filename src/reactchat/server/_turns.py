@@ -11,13 +11,16 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from starlette.responses import Response
+from starlette.types import Receive, Scope, Send
+
 from reactchat.agent import Agent
 from reactchat.loop import SHUTDOWN
-from reactchat.messages import DeltaEvent, ErrorEvent, Event
+from reactchat.messages import ErrorEvent, Event
 from reactchat.models import ModelError
 from reactchat.session import Outcome, Pending
 from reactchat.usage import total
@@ -26,6 +29,8 @@ log = logging.getLogger("reactchat.server")
 
 #: seconds between SSE comments while a model call is slow, so proxies keep the stream open
 KEEPALIVE = 15.0
+#: headers of every SSE answer: never cached, never buffered by a proxy
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 
 @dataclass
@@ -122,11 +127,12 @@ class Turns:
         """Start a turn (its final answer typed by ``output_schema``, a JSON schema, if given).
         ``SessionBusy``, ``SessionNotFound`` and ``AlreadyAnswered`` raise here, before
         anything is recorded, so the request can answer with a clear status."""
-        stream = aiter(agent.turn(message, session, reply_to=reply_to, deltas=True, output_type=output_schema))
-        first = await anext(stream)
         feed = TurnFeed(session)
-        feed.put(first)
-        task = asyncio.create_task(_pump(stream, feed))
+        run = agent.turn(message, session, reply_to=reply_to, output_type=output_schema, on_delta=feed.delta)
+        # the whole turn runs in one task, its first event included: the request waits for that
+        started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        task = asyncio.create_task(_pump(aiter(run), feed, started))
+        await started  # registered once it runs: a turn refused as busy must not hide the running one
         self.running[session] = task
         task.add_done_callback(lambda done: self._forget(session, done))
         return feed
@@ -162,13 +168,20 @@ class Turns:
                 await task
 
 
-async def _pump(stream: AsyncIterator[Event], feed: TurnFeed) -> None:
+async def _pump(stream: AsyncIterator[Event], feed: TurnFeed, started: asyncio.Future[None]) -> None:
+    try:
+        first = await anext(stream)
+    except asyncio.CancelledError:
+        started.cancel()
+        raise
+    except BaseException as exc:  # busy, unknown, answered, nothing to run: the request says so
+        started.set_exception(exc)
+        return
+    feed.put(first)
+    started.set_result(None)
     try:
         async for event in stream:
-            if isinstance(event, DeltaEvent):
-                feed.delta(event.text)
-            else:
-                feed.put(event)
+            feed.put(event)
     except asyncio.CancelledError as exc:
         feed.put(exc)  # stopped (POST .../cancel): the run recorded the turn as cancelled
     except Exception as exc:
@@ -270,3 +283,30 @@ async def sse(feed: TurnFeed, extra: Callable[[], Awaitable[dict[str, Any]]] | N
     if extra is not None:
         end.update(await extra())
     yield frame("end", json.dumps(end))
+
+
+class TurnStream(Response):
+    """A turn's SSE frames, written straight to the ASGI ``send``.
+
+    Starlette's ``StreamingResponse`` runs its body in a task group beside a task that
+    waits for the client to leave, so as to stop the body early: two more tasks and a
+    cancel scope per response, a visible share of a turn's server CPU. A turn runs in a
+    task of its own whatever its client does and its frames end when it ends, so there
+    is nothing to stop early: a client that leaves costs the formatting of the frames
+    left, which the server drops. (A stream that polls until its client leaves, such as
+    ``_takeover.follow``, keeps ``StreamingResponse``.)
+    """
+
+    media_type = "text/event-stream"
+
+    def __init__(self, frames: AsyncIterator[str], headers: Mapping[str, str] | None = None) -> None:
+        self.frames = frames
+        self.status_code = 200
+        self.background = None
+        self.init_headers({**SSE_HEADERS, **(headers or {})})
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        async for chunk in self.frames:
+            await send({"type": "http.response.body", "body": chunk.encode(), "more_body": True})
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
