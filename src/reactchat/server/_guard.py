@@ -52,7 +52,7 @@ DERIVED_PREFIX = "oa-"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _SESSION_PATH = re.compile(r"^/v1/sessions/([^/]+)")
 #: the request headers the checks read (the others are not decoded)
-_READ = frozenset({b"host", b"origin", b"authorization", b"content-length"})
+_READ = frozenset({b"host", b"origin", b"authorization", b"content-length", b"transfer-encoding"})
 
 
 class BodyTooLarge(HTTPException):
@@ -152,7 +152,8 @@ class Guard:
                 self.uploads.give(slot)
 
         try:
-            sized = length is not None and length.isdigit()  # and within the limit, checked above
+            # a length within the limit (checked above) bounds the body, unless a chunked one overrides it
+            sized = length is not None and length.isdigit() and "transfer-encoding" not in headers
             await self._forward(scope, receive, send, limit if not sized else None, release)
         finally:
             release()

@@ -132,7 +132,11 @@ class Turns:
         # the whole turn runs in one task, its first event included: the request waits for that
         started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         task = asyncio.create_task(_pump(aiter(run), feed, started))
-        await started  # registered once it runs: a turn refused as busy must not hide the running one
+        try:
+            await started  # registered once it runs: a turn refused as busy must not hide the running one
+        except asyncio.CancelledError as exc:  # the request was stopped: so is its turn, as before
+            task.cancel(*exc.args[:1])
+            raise
         self.running[session] = task
         task.add_done_callback(lambda done: self._forget(session, done))
         return feed
