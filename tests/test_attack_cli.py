@@ -78,14 +78,21 @@ def test_a_file_that_is_not_a_regular_small_file_is_refused_before_it_is_read(tm
     assert time.monotonic() - start < 30
 
 
-def test_sessions_prune_deletes_only_sessions_idle_past_the_retention(tmp_path: Path) -> None:
+def test_sessions_prune_deletes_only_sessions_idle_past_the_retention(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "s.db"
+    now = time.time()
 
     async def seed() -> None:
         store = resolve_store(f"sqlite:///{db}")
         for name, age_days in (("old", 40), ("recent", 2)):
-            await store.create_session(name)
-            await store.append(UserEvent(session=name, turn=1, text="hi", at=time.time() - age_days * 86400))
+            with monkeypatch.context() as clock:  # the store's clock, when the turn ran
+                clock.setattr(time, "time", lambda then=now - age_days * 86400: then)
+                await store.create_session(name)
+                assert await store.try_lock(name, "seed", 60)
+                await store.append(UserEvent(session=name, turn=1, text="hi", at=time.time()))
+                await store.unlock(name, "seed")
         await store.create_session("empty")
         await store.close()
 

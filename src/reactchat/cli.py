@@ -33,6 +33,7 @@ from reactchat.messages import (
     TrialEvent,
     UserEvent,
 )
+from reactchat.retention import days
 from reactchat.store import default_db, store_url
 
 EXIT_WAITING = 3
@@ -298,6 +299,7 @@ def _serve(args: argparse.Namespace) -> int:
         tools=configured_tools(args.tools, args.mcp),
         token_file=args.token_file,
         allowed_hosts=tuple(args.allow_host or ()),
+        retention_days=args.retention_days,
     )
     return 0
 
@@ -419,6 +421,12 @@ def parser() -> argparse.ArgumentParser:
         "--token-file", help="one 'NAME TOKEN' line per user: each sees only their sessions (env REACTCHAT_TOKEN_FILE)"
     )
     serve.add_argument("--allow-host", action="append", metavar="NAME", help="a host name clients may use (repeatable)")
+    serve.add_argument(
+        "--retention-days",
+        type=days,
+        metavar="DAYS",
+        help="delete sessions idle for more than DAYS, at start-up and hourly (env REACTCHAT_RETENTION_DAYS)",
+    )
     return top
 
 

@@ -35,6 +35,7 @@ from starlette.routing import Match
 from reactchat._tool_refs import close_tools, read_links_if_fetching
 from reactchat.agent import Agent
 from reactchat.report import turn_view
+from reactchat.retention import expire_sessions
 from reactchat.server._cancel import cancel_routes, watch_cancels
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
@@ -171,6 +172,9 @@ def create_app(
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         # turns of workers that died; turns another worker was asked to cancel
         watchers = [asyncio.create_task(watch_abandoned(server)), asyncio.create_task(watch_cancels(server))]
+        if config.retention_days is not None:  # sessions idle for longer go, with their files
+            kb = server.files.kb if server.files is not None else None
+            watchers.append(asyncio.create_task(expire_sessions(store, config.retention_days, kb)))
         yield
         for watcher in watchers:
             await stop(watcher)

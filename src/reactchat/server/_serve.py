@@ -7,6 +7,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+from reactchat.retention import retention_from_env
 from reactchat.server._app import create_app
 from reactchat.server._config import ServerConfig, check_exposure, load_users
 from reactchat.store import store_url
@@ -21,6 +22,7 @@ def serve(
     tools: list[Any] | None = None,
     token_file: str | None = None,
     allowed_hosts: tuple[str, ...] = (),
+    retention_days: float | None = None,
 ) -> None:
     """Serve the API and the page until interrupted.
 
@@ -28,11 +30,14 @@ def serve(
     (``REACTCHAT_TOKEN`` when None) or ``token_file`` (``REACTCHAT_TOKEN_FILE``: one
     ``NAME TOKEN`` line per user) is required on any host but loopback. Requests must be
     addressed to a loopback name, ``host`` itself or one of ``allowed_hosts``. ``tools``
-    are added to the agent's (see ``ServerConfig.tools``).
+    are added to the agent's (see ``ServerConfig.tools``). Sessions idle for more than
+    ``retention_days`` (``REACTCHAT_RETENTION_DAYS`` when None) are deleted in the background.
     """
     import uvicorn
 
     config = config_from_env(token=token, token_file=token_file, allowed_hosts=allowed_hosts)
+    if retention_days is not None:
+        config.retention_days = retention_days
     check_exposure(host, config.token, config.users)
     if host not in ("0.0.0.0", "::", ""):
         config.allowed_hosts = (*config.allowed_hosts, host)
@@ -45,7 +50,8 @@ def config_from_env(
     token: str | None = None, token_file: str | None = None, allowed_hosts: tuple[str, ...] = ()
 ) -> ServerConfig:
     """A ``ServerConfig`` from the arguments, else ``REACTCHAT_TOKEN``, ``REACTCHAT_TOKEN_FILE``,
-    ``REACTCHAT_ALLOWED_HOSTS`` (comma-separated), ``REACTCHAT_MODEL`` and ``REACTCHAT_DB``."""
+    ``REACTCHAT_ALLOWED_HOSTS`` (comma-separated), ``REACTCHAT_MODEL``, ``REACTCHAT_DB`` and
+    ``REACTCHAT_RETENTION_DAYS``."""
     token = token or os.environ.get("REACTCHAT_TOKEN") or None
     token_file = token_file or os.environ.get("REACTCHAT_TOKEN_FILE") or None
     names = os.environ.get("REACTCHAT_ALLOWED_HOSTS", "")
@@ -55,6 +61,7 @@ def config_from_env(
         token=token,
         users=load_users(token_file) if token_file else None,
         allowed_hosts=(*allowed_hosts, *(n.strip() for n in names.split(",") if n.strip())),
+        retention_days=retention_from_env(),
     )
 
 
@@ -64,7 +71,7 @@ def app_from_env() -> FastAPI:
     ``REACTCHAT_DB`` (store URL or SQLite path; default ``reactchat.store.default_db()``),
     ``REACTCHAT_MODEL`` (default ``local``),
     ``REACTCHAT_TOKEN`` or ``REACTCHAT_TOKEN_FILE``, ``REACTCHAT_ALLOWED_HOSTS``,
-    ``REACTCHAT_TOOLS``, ``REACTCHAT_MCP``, ``REACTCHAT_SEARCH``. The rule of ``reactchat
+    ``REACTCHAT_TOOLS``, ``REACTCHAT_MCP``, ``REACTCHAT_SEARCH``, ``REACTCHAT_RETENTION_DAYS``. The rule of ``reactchat
     serve`` holds: set ``REACTCHAT_HOST`` to the address uvicorn listens on and a
     non-loopback one without a token is refused here; whatever the address, an app without
     a token answers only clients on this machine. Workers sharing a PostgreSQL store serve

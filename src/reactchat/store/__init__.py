@@ -64,13 +64,14 @@ class Store(Protocol):
         ...
 
     async def idle_sessions(self, before: float, limit: int = 1000) -> list[str]:
-        """Sessions whose last turn ended (or, with none, that were created) before ``before``,
-        a Unix time; longest idle first."""
+        """Sessions whose last turn started and ended (or, with none, that were created)
+        before ``before``, a Unix time; longest idle first."""
         ...
 
     async def delete_session(self, session_id: str, idle_before: float | None = None) -> bool:
         """Delete a session and its events; False if there was none. With ``idle_before``,
-        only if the session was last active before that time."""
+        only if the session was last active (a turn started or ended) before that time and
+        no turn of it is running."""
         ...
 
     async def close(self) -> None:

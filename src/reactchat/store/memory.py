@@ -57,6 +57,8 @@ class MemoryStore:
         if holder and holder[0] != owner and holder[1] > now:
             return False
         self._locks[session_id] = (owner, now + ttl)
+        if session_id in self._active:
+            self._active[session_id] = time.time()
         return True
 
     async def unlock(self, session_id: str, owner: str) -> None:
@@ -76,11 +78,13 @@ class MemoryStore:
         return [session for _, session in idle[:limit]]
 
     async def delete_session(self, session_id: str, idle_before: float | None = None) -> bool:
-        """Forget a session and its events (only if last active before ``idle_before``, when
-        given); False if there was none (or it was active since)."""
+        """Forget a session and its events; False if there was none. With ``idle_before``,
+        only if it was last active before that time and no turn of it is running."""
         if session_id not in self._events:
             return False
-        if idle_before is not None and self._active[session_id] >= idle_before:
+        holder = self._locks.get(session_id)
+        running = holder is not None and holder[1] > time.monotonic()
+        if idle_before is not None and (running or self._active[session_id] >= idle_before):
             return False
         self._locks.pop(session_id, None)
         del self._active[session_id]

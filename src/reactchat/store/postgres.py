@@ -133,26 +133,32 @@ _LOCK = """WITH t AS MATERIALIZED (
     FROM t WHERE won
     ON CONFLICT (session) DO UPDATE
     SET backend = excluded.backend, backend_start = excluded.backend_start, since = excluded.since, cancel = NULL
-)
+), touched AS (UPDATE sessions SET active_at = %s WHERE id IN (SELECT s FROM t WHERE won))
 SELECT won FROM t ORDER BY i"""
 #: before a batch of turn locks is released: their marks go, and their sessions were active until now
 _UNMARK = """WITH unmarked AS (DELETE FROM running_turns WHERE session = ANY(%b::text[]) AND backend = pg_backend_pid())
 UPDATE sessions SET active_at = %s WHERE id = ANY(%b::text[])"""
 _UNLOCK = "SELECT count(pg_advisory_unlock(hashtextextended(s, %s))) FROM unnest(%b::text[]) AS t(s)"
 
-#: running turns whose backend has ended (a backend's pid may come back: its start time tells)
-_ORPHANED = """SELECT session, backend FROM running_turns r WHERE NOT EXISTS (
-    SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend
+#: the backend of a mark ``r`` in ``running_turns`` still runs (a pid may come back: its start time tells)
+_LIVE = """EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend
     AND (a.backend_start IS NULL OR r.backend_start IS NULL OR a.backend_start = r.backend_start))"""
+#: running turns whose backend has ended
+_ORPHANED = f"SELECT session, backend FROM running_turns r WHERE NOT {_LIVE}"
+#: a session idle since before a time, with no running turn, deleted (and the marks its dead holders left)
+_EXPIRE = f"""WITH gone AS (
+    DELETE FROM sessions s WHERE id = %(id)s AND coalesce(active_at, created_at) < %(before)s
+    AND NOT EXISTS (SELECT 1 FROM running_turns r WHERE r.session = s.id AND {_LIVE}) RETURNING id
+), unmarked AS (DELETE FROM running_turns WHERE session IN (SELECT id FROM gone))
+SELECT count(*) FROM gone"""
 
 #: the channel on which ``request_cancel`` tells the workers which session's turn to stop
 CANCEL_CHANNEL = "reactchat_cancel"
 #: seconds a worker waits for a notification before it looks at the marks itself
 CANCEL_POLL = 1.0
 #: mark a live turn as to be cancelled, and tell the workers
-_CANCEL = """WITH asked AS (
-    UPDATE running_turns r SET cancel = %s WHERE session = %s
-    AND EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend) RETURNING session
+_CANCEL = f"""WITH asked AS (
+    UPDATE running_turns r SET cancel = %s WHERE session = %s AND {_LIVE} RETURNING session
 )
 SELECT pg_notify(%s, session) FROM asked"""
 
@@ -292,14 +298,14 @@ class PostgresStore:
             return [row[0] for row in await cursor.fetchall()]
 
     async def delete_session(self, session_id: str, idle_before: float | None = None) -> bool:
-        """Delete a session and all its events (only if last active before ``idle_before``,
-        when given); False if there was none (or it was active since)."""
+        """Delete a session and all its events; False if there was none. With ``idle_before``,
+        only if it was last active before that time and no turn of it is running."""
         async with self._db() as db:
-            cursor = await db.execute(
-                """DELETE FROM sessions WHERE id = %s
-                   AND (%s::float8 IS NULL OR coalesce(active_at, created_at) < %s::float8)""",
-                (session_id, idle_before, idle_before),
-            )
+            if idle_before is not None:
+                cursor = await db.execute(_EXPIRE, {"id": session_id, "before": idle_before})
+                row = await cursor.fetchone()
+                return row is not None and row[0] > 0
+            cursor = await db.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
             return cursor.rowcount > 0
 
     # ------------------------------------------------------------------ events
@@ -494,7 +500,8 @@ class PostgresStore:
             await db.execute(_UNLOCK, (LOCK_SPACE, releases))
         won: list[bool] = []
         if attempts:
-            cursor = await db.execute(_LOCK, (LOCK_SPACE, attempts, time.time()))
+            now = time.time()
+            cursor = await db.execute(_LOCK, (LOCK_SPACE, attempts, now, now))
             won = [bool(row[0]) for row in await cursor.fetchall()]
         results = iter(won)
         return [next(results) if take else True for _, take in calls]

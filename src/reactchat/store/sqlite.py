@@ -290,11 +290,13 @@ class SqliteStore:
         return await self._call(idle)
 
     async def delete_session(self, session_id: str, idle_before: float | None = None) -> bool:
-        """Delete a session and all its events (only if last active before ``idle_before``,
-        when given); False if there was none (or it was active since)."""
+        """Delete a session and all its events; False if there was none. With ``idle_before``,
+        only if it was last active before that time and no turn of it is running."""
 
         def delete(db: sqlite3.Connection) -> bool:
             with _immediate(db):
+                if idle_before is not None and self._running(db, session_id):
+                    return False
                 deleted = db.execute(
                     "DELETE FROM sessions WHERE id = ?1 AND (?2 IS NULL OR coalesce(active_at, created_at) < ?2)",
                     (session_id, idle_before),
@@ -388,6 +390,7 @@ class SqliteStore:
                     "INSERT OR REPLACE INTO session_locks (session, owner, host, pid, expires) VALUES (?, ?, ?, ?, ?)",
                     (session_id, owner, self._host, self._pid, now + ttl),
                 )
+                db.execute("UPDATE sessions SET active_at = ? WHERE id = ?", (now, session_id))
                 return True
 
         won = await self._call(take, write=True)
@@ -460,6 +463,11 @@ class SqliteStore:
             return claimed
 
         return await self._call(claim, write=True)
+
+    def _running(self, db: sqlite3.Connection, session_id: str) -> bool:
+        """Whether a turn of the session runs: a process holds its turn lock."""
+        row = db.execute("SELECT host, pid, expires FROM session_locks WHERE session = ?", (session_id,)).fetchone()
+        return row is not None and self._holds(row[0], row[1], row[2], time.time())
 
     def _holds(self, host: str, pid: int, expires: float, now: float) -> bool:
         """Whether a lock still binds: its process lives (this host) or it has not expired (another host)."""
