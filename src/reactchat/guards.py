@@ -8,6 +8,8 @@ from typing import Any
 
 #: the observation limit when neither the tool nor the agent sets one
 DEFAULT_MAX_OBSERVATION = 4000
+#: arguments as canonical JSON (one encoder: ``json.dumps`` with options makes one per call)
+_CANONICAL = json.JSONEncoder(sort_keys=True, default=str, ensure_ascii=False)
 
 
 def truncate(text: str, limit: int) -> tuple[str, int]:
@@ -49,7 +51,7 @@ class RepeatGuard:
         """A canonical identity for a call (raw text when the arguments did not validate)."""
         if isinstance(arguments, str):
             return tool, arguments.strip()
-        return tool, json.dumps(arguments, sort_keys=True, default=str, ensure_ascii=False)
+        return tool, _CANONICAL.encode(arguments)
 
     def previous(self, key: tuple[str, str]) -> str | None:
         """The earlier result of this exact call (see ``key``), if it was made."""

@@ -225,7 +225,8 @@ class Loop:
                     continue
                 yield await self.emit(answer)
                 return
-            thought = ThoughtEvent(text=decision.thought, raw=decision.raw, seconds=seconds, usage=reply.usage)
+            # the events of every step are built from values made here: not validated again
+            thought = ThoughtEvent.built(text=decision.thought, raw=decision.raw, seconds=seconds, usage=reply.usage)
             calls = [
                 Call(call_id or f"call_{self.turn}_{self.step}_{i}", tool, value)
                 for i, (call_id, tool, value) in enumerate(decision.calls)
@@ -292,7 +293,7 @@ class Loop:
         if not calls:
             yield await self.emit(thought)
         for call in calls:
-            action = ActionEvent(call_id=call.call_id, tool=call.tool, input=call.input)
+            action = ActionEvent.built(call_id=call.call_id, tool=call.tool, input=call.input)
             for event in await self.record(*pending, action):
                 yield event
             pending = ()
@@ -331,7 +332,7 @@ class Loop:
         """Record an observation and show it to the model."""
         self.transcript.add_observation(call.call_id, result.text, result.is_error)
         return await self.emit(
-            ObservationEvent(
+            ObservationEvent.built(
                 call_id=call.call_id,
                 tool=call.tool,
                 text=result.text,

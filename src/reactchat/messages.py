@@ -17,9 +17,10 @@ Three families, all pydantic models with a ``Literal`` discriminator:
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -30,6 +31,22 @@ StopReason = Literal["end", "tool_use", "stop_sequence", "max_tokens", "error"]
 class _Model(BaseModel):
     # schemas are built on first use, which keeps `import reactchat` fast
     model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def trusted(cls: type[M], values: dict[str, Any]) -> M:
+    """An instance of ``cls`` holding ``values`` (every field, each already valid), not
+    validated: for what the engine builds on every step from parts it made itself
+    (what ``model_construct`` does, without its per-field Python loop)."""
+    model = cls.__new__(cls)
+    _set = object.__setattr__
+    _set(model, "__dict__", values)
+    _set(model, "__pydantic_fields_set__", set(values))
+    _set(model, "__pydantic_extra__", None)
+    _set(model, "__pydantic_private__", None)
+    return model
 
 
 # --------------------------------------------------------------------- model I/O
@@ -53,18 +70,33 @@ class Usage(_Model):
         return max(0, self.input_tokens - _evaluated(self))
 
     def __add__(self, other: Usage) -> Usage:
-        evaluated = None
-        if self.evaluated_tokens is not None or other.evaluated_tokens is not None:
+        return Usage.sum((self, other))
+
+    @classmethod
+    def sum(cls, usages: Iterable[Usage]) -> Usage:
+        """The counts of several calls added up; ``model`` is kept when they all name the same one."""
+        input_tokens = output_tokens = evaluated = 0
+        cached, estimated, models = False, False, set()
+        for usage in usages:
+            input_tokens += usage.input_tokens
+            output_tokens += usage.output_tokens
             # a call that reported no cache evaluated its whole prompt
-            evaluated = _evaluated(self) + _evaluated(other)
-        models = {self.model, other.model} - {""}
-        return Usage(
-            input_tokens=self.input_tokens + other.input_tokens,
-            output_tokens=self.output_tokens + other.output_tokens,
-            evaluated_tokens=evaluated,
+            evaluated += _evaluated(usage)
+            cached = cached or usage.evaluated_tokens is not None
+            estimated = estimated or usage.estimated
+            models.add(usage.model)
+        models.discard("")
+        return cls(
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            evaluated_tokens=evaluated if cached else None,
             model=models.pop() if len(models) == 1 else "",
-            estimated=self.estimated or other.estimated,
+            estimated=estimated,
         )
+
+    def stamped(self, model: str) -> Usage:
+        """These counts, named as the model ``model``'s (a copy; these are unchanged)."""
+        return trusted(Usage, {**self.__dict__, "model": model})
 
 
 def _evaluated(usage: Usage) -> int:
@@ -139,6 +171,12 @@ class AssistantMessage(_Model):
         """All text parts joined."""
         return "".join(p.text for p in self.parts if isinstance(p, TextPart))
 
+    @classmethod
+    def prefilled(cls, text: str) -> AssistantMessage:
+        """The partial message ``text`` for the model to continue (built on every text ReAct step)."""
+        part = trusted(TextPart, {"kind": "text", "text": text})
+        return trusted(cls, {"role": "assistant", "parts": [part], "prefill": True})
+
 
 class ToolResultMessage(_Model):
     """The result of one native tool call, paired with it by ``call_id``."""
@@ -198,6 +236,7 @@ class Request(_Model):
         """A request from parts that are already valid models, not validated again (it is
         built on every step); the fields not given take their defaults."""
         values: dict[str, Any] = {
+            "messages": messages,
             "tools": [],
             "stop": [],
             "react": None,
@@ -207,8 +246,7 @@ class Request(_Model):
             "on_delta": None,
         }
         values.update(fields)
-        # every field given: model_construct then skips its (slow) default resolution
-        return cls.model_construct(messages=messages, **values)
+        return trusted(cls, values)
 
 
 # ------------------------------------------------------------------------ plans
@@ -246,6 +284,30 @@ class _Event(_Model):
     #: which run of the turn produced it: ``""`` for the top-level run; a run started by a
     #: tool call of another run is ``call_id`` (or ``PARENT_RUN/call_id`` deeper down)
     run: str = ""
+
+    @classmethod
+    def built(cls, **fields: Any) -> Self:
+        """An event the engine makes on every step from values it made itself, not validated
+        again (``trusted``); the fields not given take their defaults, ``at`` is now."""
+        values = dict(_template(cls))
+        values["at"] = time.time()
+        values.update(fields)
+        if len(values) != len(cls.model_fields) or _REQUIRED in values.values():
+            raise TypeError(f"{cls.__name__}.built({', '.join(fields)}): a field is missing or unknown")
+        return trusted(cls, values)
+
+
+#: the value of a required field that ``_Event.built`` was not given
+_REQUIRED: Any = object()
+
+
+@functools.cache
+def _template(cls: type[_Event]) -> dict[str, Any]:
+    """Every field of an event class in order, with its (immutable) default or ``_REQUIRED``."""
+    return {
+        name: _REQUIRED if info.is_required() or info.default_factory else info.default
+        for name, info in cls.model_fields.items()
+    }
 
 
 class UserEvent(_Event):

@@ -29,7 +29,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from typing import Any, Literal
 
 from reactchat.core import ELIDE_MIN_CHARS, Call, Decision, FormatError, elision_note
@@ -40,7 +40,6 @@ from reactchat.messages import (
     Reply,
     Request,
     SystemMessage,
-    TextPart,
     ToolInput,
     ToolSpec,
     UserMessage,
@@ -205,14 +204,19 @@ def _step(
 ) -> Action | FinalAnswer:
     """An action, or the final answer when the action is the ReAct paper's ``Finish[…]``
     (or LangChain's ``"Final Answer"``) and no tool has that name."""
-    finishing = {"finish", "final answer", "final_answer", pack.labels.final_answer.casefold()}
-    known = {n.strip().casefold() for n in tool_names.split(",")}
-    if name.casefold() in finishing and name.casefold() not in known:
+    if name.casefold() in _finishing(pack, tool_names):
         answer = _answer_text(value)
         if not answer:
             raise _format_error(pack, "empty_answer", tool_names or "the tools listed above")
         return FinalAnswer(answer=answer, thought=thought, raw=raw)
     return Action(tool=name, input=value, thought=thought, raw=raw)
+
+
+@lru_cache(maxsize=256)
+def _finishing(pack: PromptPack, tool_names: str) -> frozenset[str]:
+    """The action names that mean the final answer, unless a tool has that name (casefolded)."""
+    finishing = {"finish", "final answer", "final_answer", pack.labels.final_answer.casefold()}
+    return frozenset(finishing - {n.strip().casefold() for n in tool_names.split(",")})
 
 
 def _answer_text(value: ToolInput) -> str:
@@ -458,7 +462,7 @@ class ReactTranscript:
             labels = self.pack.labels
             scratchpad += f" {self.pack.budget_note}\n{labels.final_answer}:"
             react = None  # free text: the answer itself
-        prefill = AssistantMessage(parts=[TextPart(text=scratchpad)], prefill=True)
+        prefill = AssistantMessage.prefilled(scratchpad)
         return Request.built(
             [self.system, self.user, prefill], stop=self.stop, react=react, react_tools=self.tools if react else []
         )

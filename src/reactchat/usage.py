@@ -48,7 +48,7 @@ def estimate(request: Request, reply: Reply) -> Usage:
 def measured(model_name: str, request: Request, reply: Reply) -> Usage:
     """The usage of one call as it is stored: the reply's own, else an estimate; stamped with the model."""
     usage = reply.usage if reply.usage is not None else estimate(request, reply)
-    return usage if usage.model == model_name else usage.model_copy(update={"model": model_name})
+    return usage if usage.model == model_name else usage.stamped(model_name)
 
 
 def cost(usage: Usage, at: float | None = None) -> Decimal | None:
@@ -148,11 +148,13 @@ def total(events: Iterable[Event]) -> UsageTotal:
     """Usage of every model call among ``events``, with a breakdown per agent path."""
     result = UsageTotal()
     for event in events:
-        seconds = float(getattr(event, "seconds", 0.0) or 0.0)
-        usage: Usage | None = getattr(event, "usage", None)
+        # read as a dict: a missing attribute of a pydantic model is a slow AttributeError
+        fields = event.__dict__
+        seconds = float(fields.get("seconds") or 0.0)
+        usage: Usage | None = fields.get("usage")
         if not seconds and usage is None:
             continue
-        agent = result.agents.setdefault(str(getattr(event, "agent", "") or ""), UsageTotal())
+        agent = result.agents.setdefault(event.agent, UsageTotal())
         for into in (result, agent):
             into.seconds += seconds
             if usage is not None:
