@@ -416,17 +416,7 @@ class Loop:
         name = call.tool
         if not approved and self.needs_approval(tool, arguments):
             raise PauseForUser(approval.question(name, arguments), kind="approval")
-        context = RunContext(
-            self.session,
-            self.turn,
-            call.call_id,
-            self.store,
-            self.deps,
-            self.services,
-            self.agent,
-            self.run,
-            message=self.message,
-        )
+        context = self.context(call.call_id) if tool.context_params else None
         with self.trace.tool(name, call.call_id, arguments) as span:
             try:
                 output = observation_text(await tool.run(arguments, context, self.threads))
@@ -443,6 +433,20 @@ class Loop:
             span.result(text)
         self.repeats.remember(key, text)
         return ToolResult(text, is_error, cut)
+
+    def context(self, call_id: str) -> RunContext:
+        """What a tool that asks for it (a ``RunContext`` parameter) is told about call ``call_id``."""
+        return RunContext(
+            self.session,
+            self.turn,
+            call_id,
+            self.store,
+            self.deps,
+            self.services,
+            self.agent,
+            self.run,
+            message=self.message,
+        )
 
     # ------------------------------------------------------------------ the context budget
 

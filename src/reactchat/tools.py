@@ -235,9 +235,7 @@ class Tool:
     ) -> Any:
         """Call the tool with validated arguments, applying its timeout; a sync tool with a
         timeout runs on one of ``threads`` (the agent's pool; a shared one when None)."""
-        kwargs = dict(arguments)
-        for name in self.context_params:
-            kwargs[name] = context
+        kwargs = {**arguments, **dict.fromkeys(self.context_params, context)} if self.context_params else arguments
         if self.is_async:
             coro: Awaitable[Any] = self.fn(**kwargs)
             if self.timeout is None:
