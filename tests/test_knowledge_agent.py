@@ -182,3 +182,35 @@ async def test_a_failed_round_count_is_logged_and_the_answer_still_arrives(
     result = await agent.arun("How much are roses?", session)
     assert (result.status, result.answer) == ("done", "80.16")
     assert f"could not count the round of session {session}" in caplog.text
+
+
+async def test_a_session_without_files_costs_no_round_count(sqlite_url: str, make_agent: MakeAgent) -> None:
+    """A turn of a session without files reads its files once and writes nothing: while
+    another connection holds the database's write lock, such turns still end at once."""
+    import sqlite3
+
+    model = ScriptedModel([final("one"), final("two"), final("three")])
+    agent = make_agent(model=model, store=sqlite_url)
+    kb = attach(agent, retention=1)
+    first = await agent.arun("hi")
+    session = first.session
+    index = kb._open()
+    counted: list[str] = []
+    end_round = index.end_round
+    index.end_round = lambda s: counted.append(s) or end_round(s)  # type: ignore[method-assign]
+    assert (await agent.arun("again", session)).answer == "two"
+    assert counted == []  # no thread hop, no transaction: the turn began without files
+
+    # another session's turn ends while a writer holds the file: no BEGIN IMMEDIATE waits on it
+    other = await agent.store.create_session()
+    holder = sqlite3.connect(sqlite_url.removeprefix("sqlite:///"), isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        assert index.end_round(other) == []
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+    await kb.add_file(session, "roses.md", ROSES)  # now the turn's end counts the round
+    await agent.arun("and now?", session)
+    assert counted == [other, session] and await kb.files(session) == []

@@ -268,7 +268,11 @@ class SQLiteIndex:
         return rows
 
     def end_round(self, session: str) -> list[FileRow]:
-        """Count a finished round for each of the session's files; delete those past retention."""
+        """Count a finished round for each of the session's files; delete those past retention.
+        A session without files costs one read: no write lock on the file (the store's)."""
+        with self.lock:
+            if self.db.execute("SELECT 1 FROM kb_files WHERE session = ? LIMIT 1", (session,)).fetchone() is None:
+                return []
         with self.write() as db:
             db.execute("UPDATE kb_files SET rounds = rounds + 1 WHERE session = ?", (session,))
             expired = [

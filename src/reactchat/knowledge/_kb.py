@@ -30,6 +30,8 @@ Progress = Callable[[int, int], Any]
 
 DEFAULT_RETENTION = 5
 DEFAULT_MAX_BYTES = 20 * 1024 * 1024
+#: sessions remembered as without files (a set of ids; a turn's end forgets its session)
+MAX_FILELESS = 100_000
 #: reciprocal rank fusion constant (Cormack et al. 2009): damps the weight of the very top ranks
 RRF_K = 60
 
@@ -152,6 +154,9 @@ class KnowledgeBase:
         self._embedder: Any = None
         self._index: Index | None = None
         self._opening = threading.Lock()
+        #: sessions this process last saw without files and has added none to since: the
+        #: end of their turn has no round to count (see ``end_round``)
+        self._fileless: set[str] = set()
 
     _by_store: ClassVar[weakref.WeakKeyDictionary[Any, KnowledgeBase]] = weakref.WeakKeyDictionary()
     #: stores that take no weak reference, kept alive with their knowledge base (an id
@@ -228,7 +233,11 @@ class KnowledgeBase:
             parsed = await pool().read(data, filename, self.limits, self.chunk_chars, self.overlap, report)
             return await asyncio.to_thread(self._store, session, filename, data, retention, parsed, report)
 
-        return FileInfo.of(await _with_progress(ingest, progress))
+        self._fileless.discard(session)
+        try:
+            return FileInfo.of(await _with_progress(ingest, progress))
+        finally:
+            self._fileless.discard(session)  # a look at the files may have ended meanwhile
 
     def _full(self, name: str) -> FileRejected:
         return FileRejected(f"{name}: this session already has {self.max_files} files; clear some first", "full")
@@ -265,6 +274,10 @@ class KnowledgeBase:
     async def files(self, session: str) -> list[FileInfo]:
         """The session's live files, oldest first."""
         rows = await asyncio.to_thread(lambda: self._open().files(session))
+        if rows:
+            self._fileless.discard(session)
+        elif len(self._fileless) < MAX_FILELESS:  # past it, a round is counted the long way
+            self._fileless.add(session)
         return [FileInfo.of(r) for r in rows]
 
     async def has_files(self, session: str) -> bool:
@@ -286,7 +299,15 @@ class KnowledgeBase:
         return [FileInfo.of(r) for r in rows]
 
     async def end_round(self, session: str) -> list[FileInfo]:
-        """Count one finished round; delete and return the files whose rounds reached their retention."""
+        """Count one finished round; delete and return the files whose rounds reached their retention.
+
+        Free for a session this process last saw without files (``files``, at the start of
+        each turn) and added none to since: a turn costs such a session one read. A file
+        another process uploads while such a turn runs is not counted that round (the turn
+        did not have it: its tools were chosen at the start)."""
+        if session in self._fileless:
+            self._fileless.discard(session)
+            return []
         rows = await asyncio.to_thread(lambda: self._open().end_round(session))
         return [FileInfo.of(r) for r in rows]
 

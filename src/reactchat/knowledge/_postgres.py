@@ -133,7 +133,10 @@ class PostgresIndex:
             return [FileRow(*r) for r in cur.fetchall()]
 
     def end_round(self, session: str) -> list[FileRow]:
-        """Count a finished round; delete the files whose rounds reached their retention."""
+        """Count a finished round; delete the files whose rounds reached their retention.
+        A session without files costs one read, no transaction."""
+        if not self._rows("SELECT 1 FROM kb_files WHERE session = %s LIMIT 1", (session,)):
+            return []
         with self.write() as cur:
             cur.execute("UPDATE kb_files SET rounds = rounds + 1 WHERE session = %s", (session,))
             cur.execute(
