@@ -9,7 +9,9 @@ stored whole, with its chunks and index entries, or not at all.
 
 from __future__ import annotations
 
+import os
 import re
+import socket
 import sqlite3
 import threading
 import time
@@ -20,6 +22,7 @@ from typing import Protocol
 
 from reactchat.knowledge._chunk import Chunk
 from reactchat.store._migrations import Database, Schema, migrate
+from reactchat.store.sqlite import pid_alive
 
 
 @dataclass
@@ -128,11 +131,22 @@ SQLITE_SCHEMA.add(
     """CREATE VIRTUAL TABLE IF NOT EXISTS kb_fts USING fts5(
     text, heading, tokenize = 'porter unicode61 remove_diacritics 2')""",
 )
+SQLITE_SCHEMA.add(
+    2,
+    "kb002_uploads",  # the uploads being written, so the chunks of one whose process died can go
+    """CREATE TABLE IF NOT EXISTS kb_uploads (
+    file_id TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, started REAL NOT NULL)""",
+    # chunks that no file owns, left by a process killed mid-upload before this table existed
+    "DELETE FROM kb_fts WHERE rowid IN (SELECT id FROM kb_chunks WHERE file_id NOT IN (SELECT id FROM kb_files))",
+    "DELETE FROM kb_chunks WHERE file_id NOT IN (SELECT id FROM kb_files)",
+)
 
 #: chunks written per transaction (each holds SQLite's write lock for about 10 ms), and the pause
 #: after each, in seconds
 _BATCH = 128
 _PAUSE = 0.02
+#: this machine: an upload's pid is checked only on the host that wrote it
+_HOST = socket.gethostname()
 
 
 class _Full(Exception):
@@ -156,6 +170,7 @@ class SQLiteIndex:
         self.db.execute("PRAGMA busy_timeout=30000")
         with self.write() as db:
             migrate(Database(db, "sqlite"), SQLITE_SCHEMA)
+            _sweep(db)
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
@@ -184,8 +199,17 @@ class SQLiteIndex:
         file is written in batches of chunks, each its own short transaction, and the
         file's row comes last, in a transaction that also counts the session's files:
         until then its chunks belong to no file and no query sees them (queries join
-        ``kb_files``); if anything fails they are deleted.
+        ``kb_files``); if anything fails they are deleted. The upload is recorded first
+        (``kb_uploads``, with this process's pid): if the process is killed before the
+        end, the next upload (from any process on this host) or the next opening of the
+        database deletes its chunks.
         """
+        with self.write() as db:
+            _sweep(db)
+            db.execute(
+                "INSERT INTO kb_uploads (file_id, host, pid, started) VALUES (?, ?, ?, ?)",
+                (file.id, _HOST, os.getpid(), time.time()),
+            )
         try:
             for start in range(0, len(chunks), _BATCH):
                 if start:
@@ -203,10 +227,10 @@ class SQLiteIndex:
                     f"INSERT INTO kb_files ({_FILE_COLUMNS}, data) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
                     (*_file_values(file), data),
                 )
+                db.execute("DELETE FROM kb_uploads WHERE file_id = ?", (file.id,))
         except BaseException as exc:
             with self.write() as db:
-                db.execute("DELETE FROM kb_fts WHERE rowid IN (SELECT id FROM kb_chunks WHERE file_id = ?)", (file.id,))
-                db.execute("DELETE FROM kb_chunks WHERE file_id = ?", (file.id,))
+                _drop_upload(db, file.id)
             if isinstance(exc, _Full):
                 return False
             raise
@@ -262,8 +286,7 @@ class SQLiteIndex:
         if file_ids is not None:
             rows = [r for r in rows if r.id in set(file_ids)]
         for row in rows:
-            db.execute("DELETE FROM kb_fts WHERE rowid IN (SELECT id FROM kb_chunks WHERE file_id = ?)", (row.id,))
-            db.execute("DELETE FROM kb_chunks WHERE file_id = ?", (row.id,))
+            _drop_chunks(db, row.id)
             db.execute("DELETE FROM kb_files WHERE id = ?", (row.id,))
         return rows
 
@@ -323,6 +346,25 @@ class SQLiteIndex:
         """Close the connection."""
         with self.lock:
             self.db.close()
+
+
+def _drop_chunks(db: sqlite3.Connection, file_id: str) -> None:
+    db.execute("DELETE FROM kb_fts WHERE rowid IN (SELECT id FROM kb_chunks WHERE file_id = ?)", (file_id,))
+    db.execute("DELETE FROM kb_chunks WHERE file_id = ?", (file_id,))
+
+
+def _drop_upload(db: sqlite3.Connection, file_id: str) -> None:
+    """Forget an upload that did not finish, with the chunks it wrote."""
+    _drop_chunks(db, file_id)
+    db.execute("DELETE FROM kb_uploads WHERE file_id = ?", (file_id,))
+
+
+def _sweep(db: sqlite3.Connection) -> None:
+    """Drop the uploads whose process (on this host) died before it finished them."""
+    uploads = db.execute("SELECT file_id, host, pid FROM kb_uploads").fetchall()
+    for file_id, host, pid in uploads:
+        if host == _HOST and not pid_alive(pid):
+            _drop_upload(db, file_id)
 
 
 def _file_values(file: FileRow) -> tuple[object, ...]:
