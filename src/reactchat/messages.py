@@ -459,16 +459,20 @@ _ADAPTERS: dict[str, Any] = {}
 _NOT_STORED = {"seq"}
 
 
+def _events() -> TypeAdapter[Event]:
+    """``EVENTS``, looked up without ``__getattr__`` once built (stores call this per event)."""
+    adapter: TypeAdapter[Event] = _ADAPTERS.get("EVENTS") or __getattr__("EVENTS")
+    return adapter
+
+
 def stored_json(event: Event) -> bytes:
     """The event as a store keeps it: its JSON without ``seq``, which is its place in the log."""
-    adapter: TypeAdapter[Event] = __getattr__("EVENTS")
-    return adapter.dump_json(event, exclude=_NOT_STORED)
+    return _events().dump_json(event, exclude=_NOT_STORED)
 
 
 def stored_event(seq: int, body: str | bytes) -> Event:
     """An event read back from a store: its JSON, and its place in the session's log."""
-    adapter: TypeAdapter[Event] = __getattr__("EVENTS")
-    event = adapter.validate_json(body)
+    event = _events().validate_json(body)
     event.__dict__["seq"] = seq
     return event
 
