@@ -17,9 +17,13 @@ growth over the run, divided by the sessions) and the server's CPU time per turn
 other (each on a fresh database: a new SQLite file, a new PostgreSQL schema) and prints
 them side by side with their ratio to SQLite; ``--before DIR`` adds the same runs with
 the server importing ``DIR/src`` (another checkout, e.g. main's code), each store's
-"before" right beside its "after". ``--idle N`` first fills the store with N sessions of
-one finished turn each, which no client touches. The server's memory is also sampled
+"before" right beside its "after"; ``--rounds N`` runs each row N times, before and after
+alternating, and shows the medians. ``--idle N`` first fills the store with N sessions
+of one finished turn each, which no client touches. The server's memory is also sampled
 during the run: ``peak`` is the highest RSS above the warmed-up server, per session.
+
+``BENCH_PROFILE=out.prof`` profiles the server's event loop thread with cProfile, in CPU
+time and from the end of the warm-up on.
 """
 
 from __future__ import annotations
@@ -80,6 +84,23 @@ def bench_app() -> Any:
     delay = float(os.environ["BENCH_LATENCY"])
     config = ServerConfig(model="bench", store=os.environ.get("REACTCHAT_DB", "memory:"))
     return create_app(lambda store: Agent(model=StepModel(delay), tools=[calculator], store=store), config=config)
+
+
+#: uvicorn under cProfile counting the event loop thread's CPU time (not wall time: on a
+#: busy machine that would charge other processes' time slices to whatever ran last);
+#: profiling starts at SIGUSR1 (after the warm-up), the profile is written at exit
+PROFILED = """
+import cProfile, runpy, signal, sys, time
+out = sys.argv.pop(1)
+profile = cProfile.Profile(time.thread_time)
+signal.signal(signal.SIGUSR1, lambda *_: profile.enable())
+sys.argv[0] = "uvicorn"
+try:
+    runpy.run_module("uvicorn", run_name="__main__", alter_sys=True)
+finally:
+    profile.disable()
+    profile.dump_stats(out)
+"""
 
 
 def rss_kib(pid: int) -> int:
@@ -185,8 +206,8 @@ def start_server(db: str, latency: float, code: str | None = None) -> tuple[subp
     env = {**os.environ, "BENCH_LATENCY": str(latency), "REACTCHAT_DB": db}
     if code is not None:
         env["PYTHONPATH"] = str(Path(code).resolve() / "src")
-    profile = ["-m", "cProfile", "-o", os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else []
-    command = [sys.executable, *profile, "-m", "uvicorn", "--factory", "--app-dir", str(HERE), "server_load:bench_app"]
+    profile = ["-c", PROFILED, os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else ["-m", "uvicorn"]
+    command = [sys.executable, *profile, "--factory", "--app-dir", str(HERE), "server_load:bench_app"]
     command += ["--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]
     server = subprocess.Popen(command, env=env)
     deadline = time.monotonic() + 30
@@ -237,6 +258,9 @@ def measure(args: argparse.Namespace, code: str | None = None) -> dict[str, Any]
     pids = [server.pid for server, _ in servers]
     try:
         asyncio.run(load(ports, 2 * len(ports), 1))  # warm up imports and the first connections
+        if os.environ.get("BENCH_PROFILE"):
+            for pid in pids:
+                os.kill(pid, signal.SIGUSR1)
         rss_before, cpu_before = sum(map(rss_kib, pids)), sum(map(cpu_seconds, pids))
         client_before = time.process_time()
         (wall, latencies, firsts), peak = asyncio.run(sampled(pids, load(ports, args.sessions, args.turns)))
@@ -300,6 +324,7 @@ def main() -> None:
     parser.add_argument("--idle", type=int, default=0, help="idle sessions put in the store before the run")
     parser.add_argument("--matrix", action="store_true", help="memory, SQLite, PostgreSQL ×1 and ×2 side by side")
     parser.add_argument("--before", help="with --matrix: a checkout whose src/ the 'before' servers run")
+    parser.add_argument("--rounds", type=int, default=1, help="with --matrix: runs of each row (medians shown)")
     parser.add_argument("--postgres", default=os.environ.get("REACTCHAT_TEST_POSTGRES", DEFAULT_POSTGRES))
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     args = parser.parse_args()
@@ -317,8 +342,6 @@ def main() -> None:
 
 def matrix(args: argparse.Namespace) -> None:
     """Every store, one after the other, on fresh databases; a table with ratios to SQLite."""
-    import psycopg
-
     codes: list[tuple[str, str | None]] = [("after", None)]
     if args.before:
         codes.insert(0, ("before", args.before))
@@ -330,29 +353,49 @@ def matrix(args: argparse.Namespace) -> None:
             ("postgres", "pg", 1),
             ("postgres", "pg", 2),
         ):
-            for code_name, code in codes:
-                schema = f"bench_{uuid.uuid4().hex[:10]}"
-                if db == "sqlite":
-                    url = f"sqlite:///{tmp}/{schema}.db"
-                elif db == "pg":
-                    with psycopg.connect(args.postgres, autocommit=True) as conn:
-                        conn.execute(f"CREATE SCHEMA {schema}")
-                    sep = "&" if "?" in args.postgres else "?"
-                    url = f"{args.postgres}{sep}options=-csearch_path%3D{schema}"
-                else:
-                    url = db
-                try:
-                    result = measure(argparse.Namespace(**{**vars(args), "db": url, "workers": workers}), code)
-                finally:
-                    if db == "pg":
-                        with psycopg.connect(args.postgres, autocommit=True) as conn:
-                            conn.execute(f"DROP SCHEMA {schema} CASCADE")
-                label = f"{name} ×{workers}" if name == "postgres" else name
+            runs: dict[str, list[dict[str, Any]]] = {code_name: [] for code_name, _ in codes}
+            for i in range(args.rounds):  # before and after alternate, each round in the other order
+                for code_name, code in codes if i % 2 == 0 else codes[::-1]:
+                    runs[code_name].append(measure_fresh(args, db, workers, tmp, code))
+            label = f"{name} ×{workers}" if name == "postgres" else name
+            for code_name, _ in codes:
+                result = median_row(runs[code_name])
                 rows.append((label, code_name, result))
                 print(f"done: {label} {code_name} (load average {result['load_average']})", file=sys.stderr)
     print_matrix(args, rows)
     if args.json:
         print(json.dumps([{"store": label, "code": code, **r} for label, code, r in rows]))
+
+
+def median_row(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each figure's median over rounds (the load average's too)."""
+    row = dict(results[0])
+    for key, value in row.items():
+        if isinstance(value, float):
+            row[key] = round(statistics.median(r[key] for r in results), 2)
+    return row
+
+
+def measure_fresh(args: argparse.Namespace, db: str, workers: int, tmp: str, code: str | None) -> dict[str, Any]:
+    """One run on a fresh database: a new SQLite file, a new PostgreSQL schema."""
+    import psycopg
+
+    schema = f"bench_{uuid.uuid4().hex[:10]}"
+    if db == "sqlite":
+        url = f"sqlite:///{tmp}/{schema}.db"
+    elif db == "pg":
+        with psycopg.connect(args.postgres, autocommit=True) as conn:
+            conn.execute(f"CREATE SCHEMA {schema}")
+        sep = "&" if "?" in args.postgres else "?"
+        url = f"{args.postgres}{sep}options=-csearch_path%3D{schema}"
+    else:
+        url = db
+    try:
+        return measure(argparse.Namespace(**{**vars(args), "db": url, "workers": workers}), code)
+    finally:
+        if db == "pg":
+            with psycopg.connect(args.postgres, autocommit=True) as conn:
+                conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 def print_matrix(args: argparse.Namespace, rows: list[tuple[str, str, dict[str, Any]]]) -> None:
@@ -363,15 +406,20 @@ def print_matrix(args: argparse.Namespace, rows: list[tuple[str, str, dict[str, 
         f"{args.sessions} sessions × {args.turns} turns over SSE, {STEPS} model calls of "
         f"{args.latency * 1000:.0f} ms (ideal {first['ideal_turns_per_s']} turns/s, {first['ideal_turn_ms']} ms a turn)"
     )
+    before = {label: r["server_cpu_ms_per_turn"] for label, code, r in rows if code == "before"}
+    rounds = f", median of {args.rounds} rounds" if args.rounds > 1 else ""
+    print(f"each row on a fresh database{rounds}; CPU vs before: this row's server CPU per turn / before's")
     print(
-        "| store | code | turns/s | vs SQLite | p50 ms | p99 ms | p99/p50 | server CPU ms/turn "
+        "| store | code | turns/s | vs SQLite | p50 ms | p99 ms | p99/p50 | server CPU ms/turn | CPU vs before "
         "| client CPU ms/turn | KiB/session (peak) | load avg |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, code, r in rows:
+        cpu = r["server_cpu_ms_per_turn"]
+        versus = f"{cpu / before[label]:.2f}" if label in before else "–"
         print(
             f"| {label} | {code} | {r['turns_per_s']} | {r['turns_per_s'] / sqlite[code]:.2f} | {r['turn_p50_ms']} "
-            f"| {r['turn_p99_ms']} | {r['turn_p99_ms'] / r['turn_p50_ms']:.2f} | {r['server_cpu_ms_per_turn']} "
+            f"| {r['turn_p99_ms']} | {r['turn_p99_ms'] / r['turn_p50_ms']:.2f} | {cpu} | {versus} "
             f"| {r['client_cpu_ms_per_turn']} | {r['server_rss_peak_kib_per_session']} | {r['load_average']} |"
         )
 

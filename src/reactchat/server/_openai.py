@@ -74,7 +74,7 @@ from reactchat.plan import checklist
 from reactchat.server._app import Body
 from reactchat.server._guard import DERIVED_PREFIX, USER
 from reactchat.server._schema import GUARDED, HAS_USER_TEXT, SESSION_ID, SESSION_ID_RULE, errors, streamed
-from reactchat.server._turns import KEEPALIVE, Delta, TurnFeed, TurnStream, failure_event, summary
+from reactchat.server._turns import KEEPALIVE, Delta, Last, TurnFeed, TurnStream, failure_event, summary
 from reactchat.session import SessionState, Turn
 
 if TYPE_CHECKING:
@@ -405,10 +405,9 @@ async def _chunks(feed: TurnFeed, completion: str, model: str, include_usage: bo
             if text:
                 yield chunk({"reasoning_content": text})
     end = summary(feed.session, events)
-    yield chunk({"content": _content(end)})
-    yield chunk({}, "stop", reactchat=_extra(end))
+    tail = [chunk({"content": _content(end)}), chunk({}, "stop", reactchat=_extra(end))]
     if include_usage:  # as OpenAI does: one more chunk, with no choices
         body = {"id": completion, "object": "chat.completion.chunk", "created": created, "model": model}
         usage = _usage([e for e in events if e.turn == end["turn"]])
-        yield f"data: {json.dumps({**body, 'choices': [], 'usage': usage})}\n\n"
-    yield "data: [DONE]\n\n"
+        tail.append(f"data: {json.dumps({**body, 'choices': [], 'usage': usage})}\n\n")
+    yield Last("".join([*tail, "data: [DONE]\n\n"]))  # one write

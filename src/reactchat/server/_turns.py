@@ -286,11 +286,17 @@ async def sse(feed: TurnFeed, extra: Callable[[], Awaitable[dict[str, Any]]] | N
     end = summary(feed.session, events, failure)
     if extra is not None:
         end.update(await extra())
-    yield frame("end", json.dumps(end))
+    yield Last(frame("end", json.dumps(end)))
+
+
+class Last(str):
+    """A stream's last chunk: ``TurnStream`` sends it with the end of the body, in one write."""
+
+    __slots__ = ()
 
 
 class TurnStream(Response):
-    """A turn's SSE frames, written straight to the ASGI ``send``.
+    """A turn's SSE frames, written straight to the ASGI ``send``; a ``Last`` chunk ends the body.
 
     Starlette's ``StreamingResponse`` runs its body in a task group beside a task that
     waits for the client to leave, so as to stop the body early: two more tasks and a
@@ -312,5 +318,8 @@ class TurnStream(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
         async for chunk in self.frames:
-            await send({"type": "http.response.body", "body": chunk.encode(), "more_body": True})
+            last = isinstance(chunk, Last)
+            await send({"type": "http.response.body", "body": chunk.encode(), "more_body": not last})
+            if last:
+                return
         await send({"type": "http.response.body", "body": b"", "more_body": False})

@@ -135,10 +135,16 @@ _LOCK = """WITH t AS MATERIALIZED (
     SET backend = excluded.backend, backend_start = excluded.backend_start, since = excluded.since, cancel = NULL
 ), touched AS (UPDATE sessions SET active_at = %s WHERE id IN (SELECT s FROM t WHERE won))
 SELECT won FROM t ORDER BY i"""
-#: before a batch of turn locks is released: their marks go, and their sessions were active until now
-_UNMARK = """WITH unmarked AS (DELETE FROM running_turns WHERE session = ANY(%b::text[]) AND backend = pg_backend_pid())
-UPDATE sessions SET active_at = %s WHERE id = ANY(%b::text[])"""
-_UNLOCK = "SELECT count(pg_advisory_unlock(hashtextextended(s, %s))) FROM unnest(%b::text[]) AS t(s)"
+#: a batch of turn locks released in one statement: their marks go and their sessions were
+#: active until now, before any lock is let go (the scalar subqueries run first: once a lock
+#: is free, another worker may mark the session as its own)
+_RELEASE = """WITH unmarked AS (
+    DELETE FROM running_turns WHERE session = ANY(%(s)b::text[]) AND backend = pg_backend_pid() RETURNING 1
+), active AS (
+    UPDATE sessions SET active_at = %(now)s WHERE id = ANY(%(s)b::text[]) RETURNING 1
+)
+SELECT count(pg_advisory_unlock(hashtextextended(s, %(space)s))) FROM unnest(%(s)b::text[]) AS t(s)
+WHERE (SELECT count(*) FROM unmarked) >= 0 AND (SELECT count(*) FROM active) >= 0"""
 
 #: the backend of a mark ``r`` in ``running_turns`` still runs (a pid may come back: its start time tells)
 _LIVE = """EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend
@@ -486,7 +492,7 @@ class PostgresStore:
             chore.add_done_callback(self._chores.discard)
 
     async def _lock_batch(self, calls: list[tuple[str, bool]]) -> list[bool | BaseException]:
-        """Releases (their marks, then their locks), then attempts, on the lock connection.
+        """Releases (their marks, then their locks, in one statement), then attempts, on the lock connection.
 
         Advisory locks are re-entrant per connection, so a release and a new attempt on
         the same session in one batch leave it held once whatever their order.
@@ -495,9 +501,7 @@ class PostgresStore:
         releases = [session for session, take in calls if not take]
         attempts = [session for session, take in calls if take]
         if releases:
-            # marks first: once a lock is free, another worker may mark the session as its own
-            await db.execute(_UNMARK, (releases, time.time(), releases))
-            await db.execute(_UNLOCK, (LOCK_SPACE, releases))
+            await db.execute(_RELEASE, {"s": releases, "now": time.time(), "space": LOCK_SPACE})
         won: list[bool] = []
         if attempts:
             now = time.time()
