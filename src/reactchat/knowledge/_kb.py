@@ -280,6 +280,11 @@ class KnowledgeBase:
             self._fileless.add(session)
         return [FileInfo.of(r) for r in rows]
 
+    def known_fileless(self, session: str) -> bool:
+        """Whether this process's last look at the session's files (``files``) found none
+        and it has added none since; no read (another process may have added one)."""
+        return session in self._fileless
+
     async def has_files(self, session: str) -> bool:
         """Whether the session has any live file."""
         return bool(await self.files(session))

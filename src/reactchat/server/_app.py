@@ -337,9 +337,10 @@ def _session_routes(app: FastAPI, server: Server) -> None:
     async def post_message(session: str, body: MessageIn) -> Response:
         """Run a turn (or answer the pending question) and stream its events as SSE."""
         feed = await server.turns.start(server.agent, session, body.message, body.reply_to, body.output_schema)
+        left = server.files.left_after(session) if server.files is not None else None
 
         async def files_left() -> dict[str, Any]:
-            return {"files": await server.files.list(session)} if server.files is not None else {}
+            return {"files": await left()} if left is not None else {}
 
         if body.stream:
             return TurnStream(sse(feed, files_left))

@@ -10,7 +10,7 @@ import asyncio
 import importlib
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, File, Form, Request, UploadFile
@@ -30,6 +30,8 @@ log = logging.getLogger("reactchat.server")
 
 #: progress(done, total) while a file is read and indexed
 Progress = Callable[[int, int], None]
+#: a session's files as JSON (``file_view`` each)
+FileList = list[dict[str, Any]]
 
 
 class Files:
@@ -38,6 +40,8 @@ class Files:
     def __init__(self, kb: Any, module: Any) -> None:
         self.kb = kb
         self.module = module
+        #: uploads and clears this process has begun or ended (see ``left_after``)
+        self.changes = 0
 
     @classmethod
     def attach(cls, agent: Agent, max_bytes: int, limits: Any = None) -> Files | None:
@@ -63,14 +67,31 @@ class Files:
         """Each file of the session: name, size, chunks and rounds left."""
         return [file_view(info) for info in await self.kb.files(session)]
 
+    def left_after(self, session: str) -> Callable[[], Awaitable[FileList]]:
+        """Once a turn has begun (its tools chosen, its first event out): what ``list`` gives
+        at its end, without a read when the turn began without files and no upload or
+        clear of this process overlapped it (its round then counted nothing). A file another
+        worker uploads during the turn shows at the end of the session's next turn."""
+        fileless, changes = self.kb.known_fileless(session), self.changes
+
+        async def left() -> FileList:
+            return [] if fileless and changes == self.changes else await self.list(session)
+
+        return left
+
     async def add(
         self, session: str, name: str, data: bytes, retention: int | None, progress: Progress | None = None
     ) -> dict[str, Any]:
         """Index one file; raises the knowledge module's ``FileRejected`` for bad input."""
-        return file_view(await self.kb.add_file(session, name, data, retention=retention, progress=progress))
+        self.changes += 1
+        try:
+            return file_view(await self.kb.add_file(session, name, data, retention=retention, progress=progress))
+        finally:
+            self.changes += 1
 
     async def clear(self, session: str) -> None:
         """Forget the session's files."""
+        self.changes += 1
         await self.kb.clear(session)
 
 
