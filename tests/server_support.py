@@ -144,6 +144,24 @@ def app_from_env() -> Any:
     return make_app(os.environ["REACTCHAT_DB"], os.environ.get("REACTCHAT_TOKEN") or None)
 
 
+def fetch_app_from_env() -> Any:
+    """For ``uvicorn --factory``: the rule model with ``fetch_url`` (127.0.0.1 allowed; links in
+    messages read before the turn) over ``REACTCHAT_DB``, parsers limited to
+    ``REACTCHAT_PARSE_SECONDS`` CPU seconds."""
+    from reactchat.knowledge import Limits
+    from reactchat.toolbox import FetchPolicy, fetch_url_tool, read_links_in_messages
+
+    policy = FetchPolicy(allow=["127.0.0.1"])
+
+    def agent(store: Any) -> Agent:
+        made = Agent(model=RuleModel(), tools=[calculator, fetch_url_tool(policy)], store=store)
+        read_links_in_messages(made, policy)
+        return made
+
+    limits = Limits(seconds=float(os.environ["REACTCHAT_PARSE_SECONDS"]))
+    return create_app(agent, config=ServerConfig(model="rules", store=os.environ["REACTCHAT_DB"], file_limits=limits))
+
+
 def slow_app_from_env() -> Any:
     """For ``uvicorn --factory``: an agent on the OpenAI-compatible provider at
     ``REACTCHAT_SLOW_URL`` (``fixtures.slow_stream.SlowStream``) over ``REACTCHAT_DB``."""

@@ -39,6 +39,8 @@ class FileRow:
     retention: int
     rounds: int
     created: float
+    #: where a fetched page came from (its URL); None for an upload
+    source: str | None = None
 
 
 @dataclass
@@ -140,6 +142,7 @@ SQLITE_SCHEMA.add(
     "DELETE FROM kb_fts WHERE rowid IN (SELECT id FROM kb_chunks WHERE file_id NOT IN (SELECT id FROM kb_files))",
     "DELETE FROM kb_chunks WHERE file_id NOT IN (SELECT id FROM kb_files)",
 )
+SQLITE_SCHEMA.add(3, "kb003_source", "ALTER TABLE kb_files ADD COLUMN source TEXT")  # a fetched page's URL
 
 #: chunks written per transaction (each holds SQLite's write lock for about 10 ms), and the pause
 #: after each, in seconds
@@ -153,7 +156,7 @@ class _Full(Exception):
     """The session has as many files as it may."""
 
 
-_FILE_COLUMNS = "id, session, name, kind, size, pages, chunks, retention, rounds, created"
+_FILE_COLUMNS = "id, session, name, kind, size, pages, chunks, retention, rounds, created, source"
 
 
 class SQLiteIndex:
@@ -192,8 +195,9 @@ class SQLiteIndex:
         vectors: Sequence[bytes] | None,
         max_files: int | None = None,
     ) -> bool:
-        """Store a file, its chunks and their index entries; False (nothing stored) if the
-        session already has ``max_files`` files.
+        """Store a file, its chunks and their index entries, replacing the session's files
+        from the same ``source``; False (nothing stored) if the session already has
+        ``max_files`` files.
 
         SQLite has one writer at a time and the sessions share this database, so a large
         file is written in batches of chunks, each its own short transaction, and the
@@ -219,12 +223,14 @@ class SQLiteIndex:
                 with self.write() as db:
                     self._add_chunks(db, file, chunks, vectors, start)
             with self.write() as db:
+                if file.source is not None:  # the same page fetched again: it replaces its copy
+                    self._delete(db, file.session, self._from_source(db, file))
                 if max_files is not None:
                     count = db.execute("SELECT count(*) FROM kb_files WHERE session = ?", (file.session,)).fetchone()
                     if count[0] >= max_files:
                         raise _Full
                 db.execute(
-                    f"INSERT INTO kb_files ({_FILE_COLUMNS}, data) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    f"INSERT INTO kb_files ({_FILE_COLUMNS}, data) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
                     (*_file_values(file), data),
                 )
                 db.execute("DELETE FROM kb_uploads WHERE file_id = ?", (file.id,))
@@ -277,6 +283,11 @@ class SQLiteIndex:
         """Delete some (or all) of the session's files with their chunks."""
         with self.write() as db:
             return self._delete(db, session, file_ids)
+
+    @staticmethod
+    def _from_source(db: sqlite3.Connection, file: FileRow) -> list[str]:
+        rows = db.execute("SELECT id FROM kb_files WHERE session = ? AND source = ?", (file.session, file.source))
+        return [row[0] for row in rows]
 
     def _delete(self, db: sqlite3.Connection, session: str, file_ids: Sequence[str] | None) -> list[FileRow]:
         rows = [
@@ -379,4 +390,5 @@ def _file_values(file: FileRow) -> tuple[object, ...]:
         file.retention,
         file.rounds,
         file.created,
+        file.source,
     )

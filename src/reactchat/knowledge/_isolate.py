@@ -1,7 +1,8 @@
 """Reading files in parser processes, so that no file can block or bloat the process that asked.
 
 A small pool of worker processes (``python -m reactchat.knowledge._worker``, started
-when the first file arrives and reused) reads and chunks files. Each job runs under
+when the first file arrives and reused) reads and chunks files, and extracts the main
+text of the web pages ``fetch_url`` reads (``extract``). Each job runs under
 ``setrlimit`` limits set by the worker itself: CPU seconds (the kernel ends a worker
 that goes over, even inside C code) and address space (an allocation over it fails).
 The parent also gives each job a wall-clock deadline and kills a worker that misses
@@ -48,6 +49,14 @@ class Parsed:
     pages: int | None
     chunks: list[Chunk]
     peak_rss: int = 0
+
+
+@dataclass
+class Extracted:
+    """A web page's title and main text (Markdown)."""
+
+    title: str
+    text: str
 
 
 def read(data: bytes, name: str, limits: Limits, size: int, overlap: int, report: Report | None = None) -> Parsed:
@@ -154,7 +163,7 @@ class ParserPool:
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self.jobs: queue.SimpleQueue[tuple[concurrent.futures.Future[Parsed], Callable[[_Worker | None], Any]]]
+        self.jobs: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[[_Worker | None], Any]]]
         self.jobs = queue.SimpleQueue()
         self.threads = [
             threading.Thread(target=self._serve, name=f"reactchat-parser-{n}", daemon=True) for n in range(size)
@@ -179,14 +188,27 @@ class ParserPool:
     ) -> Parsed:
         """Read and chunk a file in a parser process; ``FileRejected`` for a bad file or one over ``limits``."""
         header = {"name": name, "limits": asdict(limits), "size": size, "overlap": overlap}
-        future: concurrent.futures.Future[Parsed] = concurrent.futures.Future()
+        parsed: Parsed = await self._submit(header, data, limits, name, report)
+        return parsed
+
+    async def extract(self, html: bytes, url: str, limits: Limits) -> Extracted:
+        """The title and main text of a web page, extracted in a parser process under ``limits``
+        (CPU time, memory); ``FileRejected`` for a page with no text or one over them."""
+        header = {"name": url, "limits": asdict(limits), "extract": url}
+        extracted: Extracted = await self._submit(header, html, limits, url, None)
+        return extracted
+
+    async def _submit(
+        self, header: dict[str, Any], data: bytes, limits: Limits, name: str, report: Report | None
+    ) -> Any:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
         self.jobs.put((future, lambda worker: _run(worker, header, data, limits, name, report)))
         return await asyncio.wrap_future(future)
 
 
 def _run(
     worker: _Worker | None, header: dict[str, Any], data: bytes, limits: Limits, name: str, report: Report | None
-) -> tuple[_Worker | None, Parsed]:
+) -> tuple[_Worker | None, Parsed | Extracted]:
     """One job on ``worker`` (started if None); returns the worker to keep (None if it was stopped)."""
     if worker is None or worker.process.poll() is not None:
         worker = _Worker()
@@ -220,6 +242,8 @@ def _run(
         worker.stop()
     if "rejected" in message:
         raise FileRejected(message["rejected"], message.get("reason", "unreadable"))
+    if "extracted" in message:
+        return keep, Extracted(message["title"], message["extracted"])
     return keep, Parsed(message["kind"], message["pages"], chunks, message.get("peak_rss", 0))
 
 

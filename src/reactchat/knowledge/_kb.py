@@ -41,7 +41,8 @@ class FileInfo:
     """A file in a session's knowledge base.
 
     ``rounds_left`` is how many more finished turns it stays for; ``pages`` is the PDF
-    page count (None for other kinds).
+    page count (None for other kinds); ``source`` the URL of a fetched page (None for an
+    upload).
     """
 
     id: str
@@ -53,6 +54,7 @@ class FileInfo:
     retention: int
     kind: str
     rounds: int = 0
+    source: str | None = None
 
     @classmethod
     def of(cls, row: FileRow) -> FileInfo:
@@ -67,6 +69,7 @@ class FileInfo:
             retention=row.retention,
             kind=row.kind,
             rounds=row.rounds,
+            source=row.source,
         )
 
 
@@ -207,8 +210,13 @@ class KnowledgeBase:
         data: bytes,
         retention: int | None = None,
         progress: Progress | None = None,
+        *,
+        source: str | None = None,
     ) -> FileInfo:
         """Read, chunk and index a file for ``session``; ``FileRejected`` leaves nothing stored.
+
+        ``source`` is where the file came from (a fetched page's URL): a file of the session
+        from the same source is replaced by this one, so it does not count twice.
 
         ``progress(done, total)`` is called as pages (PDF) and then embedded chunks are
         done; ``total`` may grow once the chunk count is known; the last call has
@@ -226,12 +234,13 @@ class KnowledgeBase:
                 "split it or upload the part you need",
                 "too_large",
             )
-        if len(await self.files(session)) >= self.max_files:  # before the parser's time is spent
+        others = [f for f in await self.files(session) if source is None or f.source != source]
+        if len(others) >= self.max_files:  # before the parser's time is spent
             raise self._full(filename)
 
         async def ingest(report: Report) -> FileRow:
             parsed = await pool().read(data, filename, self.limits, self.chunk_chars, self.overlap, report)
-            return await asyncio.to_thread(self._store, session, filename, data, retention, parsed, report)
+            return await asyncio.to_thread(self._store, session, filename, data, retention, parsed, report, source)
 
         self._fileless.discard(session)
         try:
@@ -242,7 +251,9 @@ class KnowledgeBase:
     def _full(self, name: str) -> FileRejected:
         return FileRejected(f"{name}: this session already has {self.max_files} files; clear some first", "full")
 
-    def _store(self, session: str, name: str, data: bytes, retention: int, parsed: Parsed, report: Report) -> FileRow:
+    def _store(
+        self, session: str, name: str, data: bytes, retention: int, parsed: Parsed, report: Report, source: str | None
+    ) -> FileRow:
         """Embed (when dense) and store a read file in one transaction; the file limit is checked in it."""
         chunks = parsed.chunks
         done = parsed.pages or 1
@@ -266,6 +277,7 @@ class KnowledgeBase:
             retention=retention,
             rounds=0,
             created=time.time(),
+            source=source,
         )
         if not self._open().add(row, data, chunks, vectors, max_files=self.max_files):
             raise self._full(name)

@@ -38,6 +38,7 @@ SCHEMA.add(
     "CREATE INDEX IF NOT EXISTS kb_chunks_session ON kb_chunks(session)",
     "CREATE INDEX IF NOT EXISTS kb_chunks_tsv ON kb_chunks USING GIN (tsv)",
 )
+SCHEMA.add(2, "kb002_source", "ALTER TABLE kb_files ADD COLUMN IF NOT EXISTS source TEXT")  # a fetched page's URL
 
 
 class PostgresIndex:
@@ -86,18 +87,20 @@ class PostgresIndex:
         vectors: Sequence[bytes] | None,
         max_files: int | None = None,
     ) -> bool:
-        """Store a file and its chunks in one transaction; False (nothing stored) if the session
-        already has ``max_files`` files."""
+        """Store a file and its chunks in one transaction (replacing the session's files from the
+        same ``source``); False (nothing stored) if the session already has ``max_files`` files."""
         with self.write() as cur:
+            # one writer per session at a time, so concurrent uploads cannot all pass the count
+            cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 17))", ("kb_files:" + file.session,))
+            if file.source is not None:  # the same page fetched again: it replaces its copy
+                cur.execute("DELETE FROM kb_files WHERE session = %s AND source = %s", (file.session, file.source))
             if max_files is not None:
-                # one writer per session at a time, so concurrent uploads cannot all pass the count
-                cur.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 17))", ("kb_files:" + file.session,))
                 cur.execute("SELECT count(*) FROM kb_files WHERE session = %s", (file.session,))
                 row = cur.fetchone()
                 if row is not None and row[0] >= max_files:
                     return False
             cur.execute(
-                f"INSERT INTO kb_files ({_FILE_COLUMNS}, data) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
+                f"INSERT INTO kb_files ({_FILE_COLUMNS}, data) VALUES (%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s,%s)",
                 (*_file_values(file), data),
             )
             cur.executemany(

@@ -1,7 +1,8 @@
 """A parser process: ``python -m reactchat.knowledge._worker`` (started by ``_isolate``).
 
 It reads jobs from stdin (a JSON header frame, then the file's bytes) and answers on
-stdout with progress messages and then the chunks or the rejection. Before each job it
+stdout with progress messages and then the chunks or the rejection (for a job whose
+header has ``extract``, a web page's URL: the page's title and main text instead). Before each job it
 lowers its own limits: CPU seconds (SIGXCPU from the kernel ends it, even inside C
 code) and address space (allocations beyond it fail with ``MemoryError``). It exits at
 the end of its input, so it never outlives the process that started it.
@@ -49,6 +50,11 @@ def _job(header: dict[str, Any], data: bytes, out: IO[bytes]) -> dict[str, Any]:
         _send(out, {"progress": [done, total]})
 
     try:
+        if "extract" in header:
+            from reactchat.knowledge._extract import extract_page
+
+            title, text = extract_page(data, header["extract"])
+            return {"extracted": text, "title": title}
         parsed = read(data, header["name"], limits, header["size"], header["overlap"], report)
     except FileRejected as exc:
         return {"rejected": str(exc), "reason": exc.reason}

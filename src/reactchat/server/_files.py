@@ -97,9 +97,8 @@ class Files:
 
 def file_view(info: Any) -> dict[str, Any]:
     """A ``FileInfo`` as JSON."""
-    return {
-        key: getattr(info, key, None) for key in ("id", "name", "size", "chunks", "pages", "rounds_left", "retention")
-    }
+    keys = ("id", "name", "size", "chunks", "pages", "rounds_left", "retention", "source")
+    return {key: getattr(info, key, None) for key in keys}
 
 
 def file_routes(app: FastAPI, server: Server) -> None:

@@ -2,7 +2,9 @@
 
 The page's main text is extracted (trafilatura for HTML, the knowledge base's readers for
 PDF and plain text) and added like an uploaded file: same citations, same retention in
-rounds, same clear.
+rounds, same clear. Both run in the knowledge base's parser processes, under its CPU and
+memory limits, so a hostile page cannot stall or bloat the process that fetched it. The
+page's URL is stored with it: fetching the same URL again in a session replaces the copy.
 
 Fetching is SSRF-safe by default: only ``http``/``https``; the host name is resolved
 here and every address it resolves to must be public (no loopback, private, link-local,
@@ -31,7 +33,7 @@ from reactchat.tools import RunContext, Tool
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent
-    from reactchat.knowledge import FileInfo, KnowledgeBase
+    from reactchat.knowledge import FileInfo, KnowledgeBase, Limits
     from reactchat.store import Store
 
 log = logging.getLogger("reactchat.fetch")
@@ -251,15 +253,17 @@ def _file_name(url: str, title: str, extension: str) -> str:
     return f"{base} ({parts.hostname}){extension}"
 
 
-def page_document(page: Page) -> tuple[str, bytes]:
+async def page_document(page: Page, limits: Limits | None = None) -> tuple[str, bytes]:
     """The file that stands for a page in the knowledge base: ``(name, bytes)``.
 
-    HTML becomes Markdown of its main text (headings kept, menus and footers dropped);
-    PDF and plain text are kept as they are, for the knowledge base's own readers.
+    HTML becomes Markdown of its main text (headings kept, menus and footers dropped),
+    extracted in a parser process under ``limits`` (``FetchRefused`` when it has no text
+    or goes over them); PDF and plain text are kept as they are, for the knowledge base's
+    own readers.
     """
     head = page.data[:1024].lstrip().lower()
     if page.content_type in _HTML or (not page.content_type and head.startswith((b"<!doctype html", b"<html"))):
-        return _extract_html(page)
+        return await _extract_html(page, limits)
     if page.content_type in _READABLE or page.data.startswith(b"%PDF-"):
         extension = {"application/pdf": ".pdf", "text/csv": ".csv", "application/json": ".json"}.get(
             page.content_type, ".pdf" if page.data.startswith(b"%PDF-") else ".txt"
@@ -268,19 +272,15 @@ def page_document(page: Page) -> tuple[str, bytes]:
     raise FetchRefused(f"{page.url} is {page.content_type or 'of no declared type'}, not a page, a PDF or text")
 
 
-def _extract_html(page: Page) -> tuple[str, bytes]:
+async def _extract_html(page: Page, limits: Limits | None) -> tuple[str, bytes]:
+    from reactchat.knowledge import FileRejected, Limits
+    from reactchat.knowledge._isolate import pool
+
     try:
-        import trafilatura
-    except ImportError:
-        raise FetchRefused("reading web pages needs trafilatura: pip install 'reactchat[web]'") from None
-    html = page.data.decode("utf-8", errors="replace")
-    text = trafilatura.extract(
-        html, url=page.url, output_format="markdown", include_tables=True, include_links=False, favor_recall=True
-    )
-    if not text or not text.strip():
-        raise FetchRefused(f"{page.url}: no readable text was found on the page")
-    metadata = trafilatura.extract_metadata(html, default_url=page.url)
-    title = (metadata.title if metadata is not None else None) or ""
+        extracted = await pool().extract(page.data, page.url, limits or Limits())
+    except FileRejected as exc:
+        raise FetchRefused(str(exc)) from None
+    title, text = extracted.title, extracted.text
     heading = f"# {title}\n\n" if title and not text.lstrip().startswith("#") else ""
     return _file_name(page.url, title, ".md"), f"{heading}{text}\n\nSource: {page.url}\n".encode()
 
@@ -294,8 +294,8 @@ async def read_link(
     only the knowledge base's reader sees).
     """
     page = await fetch(url, policy)
-    name, data = await asyncio.to_thread(page_document, page)
-    info = await kb.add_file(session, name, data)
+    name, data = await page_document(page, kb.limits)
+    info = await kb.add_file(session, name, data, source=page.url)  # fetched again, it replaces this copy
     beginning = "" if info.kind == "pdf" else data[: DEFAULT_BUDGET * 4].decode("utf-8", errors="ignore")
     return info, beginning
 
