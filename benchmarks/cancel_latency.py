@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -37,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fixtures.slow_stream import SlowStream  # noqa: E402
-from server_support import start_worker  # noqa: E402
+from server_support import start_worker, stop_workers  # noqa: E402
 
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:55432/reactchat_test"
 
@@ -98,14 +97,7 @@ def two_workers(url: str, folder: str, provider: SlowStream) -> Iterator[tuple[s
             started.append(start_worker(url, log, "server_support:slow_app_from_env", REACTCHAT_SLOW_URL=provider.url))
         yield started[0][1], started[1][1]
     finally:
-        for process, _ in started:
-            process.terminate()
-        for process, _ in started:
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_workers(started)
 
 
 def measure(a: str, b: str, provider: SlowStream, runs: int) -> dict[str, tuple[list[float], list[float]]]:

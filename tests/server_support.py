@@ -219,6 +219,18 @@ def parse_sse(text: str) -> list[tuple[str, dict[str, Any]]]:
     return frames
 
 
+def stop_workers(started: list[tuple[subprocess.Popen[bytes], str]]) -> None:
+    """End the workers of ``start_worker``: SIGTERM to all, then SIGKILL to any not gone in 10 s."""
+    for process, _ in started:
+        process.terminate()
+    for process, _ in started:
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 def start_worker(
     db: str, log: Path, factory: str = "server_support:app_from_env", **env_vars: str
 ) -> tuple[subprocess.Popen[bytes], str]:

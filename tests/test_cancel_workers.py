@@ -5,7 +5,6 @@ recorded as cancelled, and the client following the turn gets its ``end`` frame.
 
 from __future__ import annotations
 
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ import httpx
 import pytest
 
 from fixtures.slow_stream import SlowStream
-from server_support import parse_sse, start_worker
+from server_support import parse_sse, start_worker, stop_workers
 
 Workers = tuple[SlowStream, str, str]
 
@@ -36,14 +35,7 @@ def workers(durable_url: str, tmp_path: Path) -> Iterator[Workers]:
         try:
             yield provider, started[0][1], started[1][1]
         finally:
-            for process, _ in started:
-                process.terminate()
-            for process, _ in started:
-                try:
-                    process.wait(10)
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait()
+            stop_workers(started)
 
 
 def test_a_turn_running_on_one_worker_is_cancelled_from_the_other(workers: Workers) -> None:

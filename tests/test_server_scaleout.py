@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -20,7 +19,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from server_support import parse_sse, start_worker
+from server_support import parse_sse, start_worker, stop_workers
 
 
 @pytest.fixture
@@ -29,14 +28,7 @@ def workers(postgres_url: str, tmp_path: Path) -> Iterator[tuple[str, str]]:
     try:
         yield started[0][1], started[1][1]
     finally:
-        for process, _ in started:
-            process.terminate()
-        for process, _ in started:
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_workers(started)
 
 
 def test_a_question_asked_by_one_worker_is_answered_on_the_other(workers: tuple[str, str]) -> None:

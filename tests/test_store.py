@@ -225,18 +225,12 @@ async def test_a_dead_holder_does_not_keep_the_lock(durable_url: str) -> None:
     store = resolve_store(durable_url)
     try:
         session = await store.create_session()
-        code = (
-            "import asyncio, os, signal, sys\n"
-            "from reactchat.store import resolve_store\n"
-            "async def main():\n"
-            "    store = resolve_store(sys.argv[1])\n"
-            "    assert await store.try_lock(sys.argv[2], 'child', 3600)\n"
-            "    print('locked', flush=True)\n"
-            "    os.kill(os.getpid(), signal.SIGKILL)\n"
-            "asyncio.run(main())\n"
-        )
-        child = subprocess.run(
-            [sys.executable, "-c", code, durable_url, session], capture_output=True, text=True, timeout=60
+        child = subprocess.run(  # no line on stdin: it dies as soon as it holds the lock
+            [sys.executable, "-c", LOCK_AND_DIE, durable_url, session],
+            input="",
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert child.stdout.strip() == "locked", child.stderr
         assert child.returncode == -9
