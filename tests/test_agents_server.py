@@ -3,14 +3,13 @@ the OpenAI endpoint's reasoning, and a question at depth 2 answered on another w
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import httpx
 from openai import OpenAI
 
 from agents_team import team_app
-from server_support import parse_sse, running, start_worker
+from server_support import parse_sse, running, start_worker, stop_workers
 
 
 def test_sse_frames_carry_the_agent_path_and_the_session_shows_the_plan(tmp_path: Path) -> None:
@@ -77,11 +76,4 @@ def test_a_question_at_depth_two_is_answered_on_another_worker(postgres_url: str
         assert again.status_code == 409  # AlreadyAnswered, on the other worker
         assert effects.read_text().count("\n") == 1
     finally:
-        for process, _ in workers:
-            process.terminate()
-        for process, _ in workers:
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_workers(workers)
