@@ -5,6 +5,7 @@
     python benchmarks/local_model.py --model smollm2-135m --tasks 5 --verbose
     python benchmarks/local_model.py --model /path/to/model.gguf
     python benchmarks/local_model.py --suite fresh            # questions not in the suite
+    python benchmarks/local_model.py --suite held-out --max-steps 10   # more, as `reactchat ask` runs them
 
 Each task runs through ``Agent`` with the text ReAct protocol and its tools: arithmetic
 (calculator), unit conversion (``convert_units``, enum units), lookups through a given
@@ -169,11 +170,18 @@ def _tasks() -> list[Task]:
     )
 
 
+def _cli_tools() -> tuple[Tool, ...]:
+    """The tools ``reactchat ask`` gives the agent (ask_user is added to every agent)."""
+    from reactchat._tool_refs import configured_tools
+
+    return (calculator, *configured_tools())
+
+
 def _fresh_tasks() -> list[Task]:
     """Questions like the README's first command that are not in the suite, run the way
-    ``reactchat ask`` runs them (the calculator and ask_user): the check that nothing was
-    tuned to the suite or to that one command."""
-    calc = (calculator,)
+    ``reactchat ask`` runs them (its tools): the check that nothing was tuned to the suite
+    or to that one command."""
+    tools = _cli_tools()
     arithmetic = [
         ("What is 80.16 * 1.15?", 92.184),  # the README's first command
         ("What is 45.5 * 2.2?", 100.1),
@@ -185,9 +193,26 @@ def _fresh_tasks() -> list[Task]:
         ("What is 3 to the power of 5?", 243),
     ]
     knowledge = [("What is the capital of France?", "Paris")]
-    return [Task("arithmetic", q, e, calc) for q, e in arithmetic] + [
-        Task("knowledge", q, e, calc) for q, e in knowledge
+    return [Task("arithmetic", q, e, tools) for q, e in arithmetic] + [
+        Task("knowledge", q, e, tools) for q, e in knowledge
     ]
+
+
+def _held_out_tasks() -> list[Task]:
+    """More questions like the README's, written before any change was tried on them and
+    not looked at while tuning: the check on the fix for the README's first command."""
+    tools = _cli_tools()
+    arithmetic = [
+        ("What is 36.5 * 1.2?", 43.8),
+        ("What is 7.25 + 18.6?", 25.85),
+        ("What is 540 / 12?", 45),
+        ("What is 20% of 315?", 63),
+        ("What is 1.08 * 250?", 270),
+        ("What is 99.9 - 12.45?", 87.45),
+        ("What is 6 * 7 * 8?", 336),
+        ("What is 2.5 * 2.5?", 6.25),
+    ]
+    return [Task("arithmetic", q, e, tools) for q, e in arithmetic]
 
 
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
@@ -372,7 +397,7 @@ def rescore(path: str) -> None:
     """Score a saved run again (after a change to ``is_correct``) and print its table."""
     with open(path) as saved:
         data = json.load(saved)
-    tasks = {t.question: t for t in _tasks() + _fresh_tasks()}
+    tasks = {t.question: t for t in _tasks() + _fresh_tasks() + _held_out_tasks()}
     summaries: dict[str, dict[str, float]] = {}
     kinds: dict[str, dict[str, str]] = {}
     for mode, rows in data["results"].items():
@@ -391,7 +416,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default=None, help="an embedded model (gemma-270m, smollm2-135m) or a GGUF file")
     parser.add_argument("--modes", default="grammar,free", help="grammar, free or both (comma-separated)")
-    parser.add_argument("--suite", choices=["benchmark", "fresh"], default="benchmark")
+    parser.add_argument("--suite", choices=["benchmark", "fresh", "held-out"], default="benchmark")
     parser.add_argument("--tasks", default="", help="run only these tasks: N (the first N) or 3,7,12 (1-based)")
     parser.add_argument("--max-steps", type=int, default=4)
     parser.add_argument("--protocol", choices=["react", "native"], default="react")
@@ -406,7 +431,8 @@ def main() -> None:
         rescore(args.rescore)
         return
 
-    tasks = _tasks() if args.suite == "benchmark" else _fresh_tasks()
+    suites = {"benchmark": _tasks, "fresh": _fresh_tasks, "held-out": _held_out_tasks}
+    tasks = suites[args.suite]()
     if "," in args.tasks:
         tasks = [tasks[int(n) - 1] for n in args.tasks.split(",")]
     elif args.tasks:

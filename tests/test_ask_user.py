@@ -18,6 +18,10 @@ from reactchat.toolbox._ask_user import echoes
         ("Where are you?", "How far is Paris from where I am?", False),
         ("Where am I?", "How far is Paris from where I am?", False),
         ("For how many people?", "Book a table for tonight", False),
+        # the whole question handed back with a few words more is an echo too
+        ("What is the capital of Brazil? (in decimal)", "What is the capital of Brazil?", True),
+        ("Hi there! Where are you?", "Hi there?", False),  # a message of fewer than three words
+        ("Book a table for tonight, for how many people?", "Book a table for tonight", False),
         ("", "anything", False),
     ],
 )

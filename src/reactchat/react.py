@@ -405,6 +405,12 @@ class ReactTranscript:
         self._elidable: dict[str, int] = {}
         self._size = len(self.system.content) + len(self.user.content)
         self._append(self._thought)
+        #: the calls of this turn, ``(tool, input JSON)`` by call id, and those that succeeded
+        self._calls: dict[str, tuple[str, str]] = {}
+        self._succeeded: set[tuple[str, str]] = set()
+        #: a call that had succeeded was asked for again and refused: the model has its
+        #: result, so the next step answers (a local model's grammar then offers no tool)
+        self._answer_next = False
 
     @property
     def size(self) -> int:
@@ -429,9 +435,20 @@ class ReactTranscript:
         elif not raw[0].isspace():
             raw = " " + raw
         self._append(raw)
+        for call_id, tool, value in calls:
+            self._calls[call_id] = (tool, input_json(value))
 
     def add_observation(self, call_id: str, text: str, is_error: bool = False) -> None:
-        """Append an observation and the next ``Thought:`` (an error reads like any other result)."""
+        """Append an observation and the next ``Thought:`` (an error reads like any other result).
+
+        A failed call that had already succeeded in this turn (a repeat the guard refused)
+        makes the next step the answer: the request offers no tool.
+        """
+        key = self._calls.get(call_id)
+        if key is not None and not is_error:
+            self._succeeded.add(key)
+        elif key in self._succeeded:
+            self._answer_next = True
         self._append(f"\n{self._observation} ")
         self._elidable[call_id] = len(self._chunks)
         self._append(text)
@@ -460,11 +477,17 @@ class ReactTranscript:
         react: ReactLabels | None = self.pack.labels
         if final:
             labels = self.pack.labels
-            scratchpad += f" {self.pack.budget_note}\n{labels.final_answer}:"
+            # the note is the engine's, in brackets after the last observation: written as the
+            # model's own thought, a small model copied it as its answer
+            scratchpad = scratchpad.removesuffix(f"\n{self._thought}")
+            scratchpad += f"\n({self.pack.budget_note})\n{labels.final_answer}:"
             react = None  # free text: the answer itself
         prefill = AssistantMessage.prefilled(scratchpad)
         return Request.built(
-            [self.system, self.user, prefill], stop=self.stop, react=react, react_tools=self.tools if react else []
+            [self.system, self.user, prefill],
+            stop=self.stop,
+            react=react,
+            react_tools=self.tools if react and not self._answer_next else [],
         )
 
     def read(self, reply: Reply) -> Decision:

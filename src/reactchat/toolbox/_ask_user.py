@@ -26,10 +26,18 @@ def ask_user(question: str, ctx: RunContext) -> str:
 
 
 def echoes(question: str, message: str) -> bool:
-    """Whether ``question`` repeats ``message``: its words, in order, are all in it
-    ("Who are you?" in "Hello! Who are you?"), whatever the case and punctuation."""
+    """Whether ``question`` repeats ``message``, whatever the case and punctuation: its
+    words, in order, are all in it ("Who are you?" in "Hello! Who are you?"), or the message
+    is a question of three words or more and it holds all of it ("What is 9 * 9? (in
+    decimal)" for "What is 9 * 9?"; "Book a table" may be asked "Book a table for how many?")."""
     asked, said = _words(question), _words(message)
-    return bool(asked) and f" {' '.join(asked)} " in f" {' '.join(said)} "
+    if len(said) >= 3 and message.rstrip().endswith("?") and _holds(asked, said):
+        return True
+    return bool(asked) and _holds(said, asked)
+
+
+def _holds(words: list[str], part: list[str]) -> bool:
+    return f" {' '.join(part)} " in f" {' '.join(words)} "
 
 
 def _words(text: str) -> list[str]:
