@@ -146,9 +146,10 @@ class Loop:
         status: str = "interrupted"
         failure: BaseException | None = None
         usages: list[Usage] = []
+        traced = self.trace is not NO_TRACE  # the span's token counts; nothing to count without one
         try:
             async for event in self.steps():
-                if isinstance(event, ThoughtEvent | AnswerEvent | ErrorEvent) and event.usage is not None:
+                if traced and isinstance(event, ThoughtEvent | AnswerEvent | ErrorEvent) and event.usage is not None:
                     usages.append(event.usage)
                 if isinstance(event, QuestionEvent) or (isinstance(event, AnswerEvent) and event.run == self.run):
                     status = event.status if isinstance(event, AnswerEvent) else "waiting"
