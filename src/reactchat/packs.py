@@ -56,12 +56,14 @@ given to you. If a fact that only the user knows is missing, use ask_user.
 
 # The examples use a tool no agent has (tide times in a port far from any task) and end
 # with an answer that restates the observation: small models copy an example's shape,
-# and they should copy that, not its words.
+# and they should copy that, not its words. The first thought names nothing of the task:
+# Gemma 270M copies it word for word, and "I need the tide table for Brest." led it to
+# look arithmetic up on the web (fetch_url) instead of using the calculator.
 _EN_EXAMPLE = """\
 An example of one full cycle (its tool, tide_times, is only an example: you do not have it):
 
 Question: When is high tide in Brest today?
-{thought}: I need the tide table for Brest.
+{thought}: I will use a tool to find this.
 {action}: tide_times
 {action_input}: {{"port": "Brest"}}
 {observation}: High tide in Brest today: 06:12 and 18:37.
