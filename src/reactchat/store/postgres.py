@@ -129,7 +129,7 @@ _LOCK = """WITH t AS MATERIALIZED (
     SELECT s, i, pg_try_advisory_lock(hashtextextended(s, %s)) AS won FROM unnest(%b::text[]) WITH ORDINALITY AS t(s, i)
 ), marked AS (
     INSERT INTO running_turns (session, backend, backend_start, since)
-    SELECT s, pg_backend_pid(), (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()), %s
+    SELECT s, pg_backend_pid(), %s::timestamptz, %s
     FROM t WHERE won
     ON CONFLICT (session) DO UPDATE
     SET backend = excluded.backend, backend_start = excluded.backend_start, since = excluded.since, cancel = NULL
@@ -189,6 +189,7 @@ class PostgresStore:
         self._slots = asyncio.Semaphore(pool_size)
         self._lock_conn: AsyncConnection[Any] | None = None
         self._lock_guard = asyncio.Lock()
+        self._backend_start: Any = None  # of the lock connection's backend
         self._migrated = False
         #: session → owner, for the advisory locks held on the lock connection
         self._held: dict[str, str] = {}
@@ -243,6 +244,13 @@ class PostgresStore:
                 # its writes are the marks of running turns and the sessions' last activity:
                 # losing the last ones in a crash of the server costs nothing that matters
                 await self._lock_conn.execute("SET synchronous_commit TO off")
+                # when its backend started, for the marks: read once (pg_stat_activity reads
+                # the status of every backend)
+                cursor = await self._lock_conn.execute(
+                    "SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+                )
+                row = await cursor.fetchone()
+                self._backend_start = row[0] if row is not None else None
             return self._lock_conn
 
     def _own(self) -> list[AsyncConnection[Any]]:
@@ -505,7 +513,7 @@ class PostgresStore:
         won: list[bool] = []
         if attempts:
             now = time.time()
-            cursor = await db.execute(_LOCK, (LOCK_SPACE, attempts, now, now))
+            cursor = await db.execute(_LOCK, (LOCK_SPACE, attempts, self._backend_start, now, now))
             won = [bool(row[0]) for row in await cursor.fetchall()]
         results = iter(won)
         return [next(results) if take else True for _, take in calls]
