@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import os
 import re
@@ -82,7 +83,11 @@ def bench_app() -> Any:
     from reactchat.toolbox import calculator
 
     delay = float(os.environ["BENCH_LATENCY"])
-    config = ServerConfig(model="bench", store=os.environ.get("REACTCHAT_DB", "memory:"))
+    # one client opens every session at once: no per-client rate of new sessions (where the
+    # code under test has one: a --before checkout may not)
+    fields = {field.name for field in dataclasses.fields(ServerConfig)}
+    unlimited = {"max_new_sessions": None} if "max_new_sessions" in fields else {}
+    config = ServerConfig(model="bench", store=os.environ.get("REACTCHAT_DB", "memory:"), **unlimited)
     return create_app(lambda store: Agent(model=StepModel(delay), tools=[calculator], store=store), config=config)
 
 

@@ -20,6 +20,7 @@ responses stream through untouched.
 
 from __future__ import annotations
 
+import collections
 import functools
 import hmac
 import ipaddress
@@ -273,19 +274,22 @@ class Rate:
     def __init__(self, count: int | None, window: float = 60.0) -> None:
         self.count = count
         self.window = window
-        self.seen: dict[str, list[float]] = {}
+        #: each key's events in the window, oldest first
+        self.seen: dict[str, collections.deque[float]] = {}
 
     def take(self, key: str) -> float | None:
         """Record one event for ``key``; None if allowed, else the seconds until one would be."""
         if self.count is None:
             return None
         now = time.monotonic()
-        recent = [t for t in self.seen.get(key, []) if t > now - self.window]
+        recent = self.seen.get(key)
+        if recent is None:
+            recent = self.seen[key] = collections.deque()
+        while recent and recent[0] <= now - self.window:  # each event is dropped once: no scan per call
+            recent.popleft()
         if len(recent) >= self.count:
-            self.seen[key] = recent
             return recent[0] + self.window - now
         recent.append(now)
-        self.seen[key] = recent
         if len(self.seen) > 10_000:  # forget idle keys so that the table stays small
             self.seen = {k: v for k, v in self.seen.items() if v and v[-1] > now - self.window}
         return None
