@@ -52,14 +52,20 @@ class TurnFeed:
 
     def __init__(self, session: str) -> None:
         self.session = session
-        self._items: list[Event | Delta | BaseException] = []
-        self._ready = asyncio.Event()
+        self._items: list[Item] = []
+        self._waiter: asyncio.Future[None] | None = None
         self._closed = False
+        self._fresh = True  # a batch went out since the keepalive timer's last tick
+        self._timer: asyncio.TimerHandle | None = None
 
-    def put(self, item: Event | Delta | BaseException) -> None:
-        """Add an event (or the failure that ended the turn)."""
+    def put(self, item: Event | Delta | BaseException | None) -> None:
+        """Add an event (or the failure that ended the turn; ``None``: a keepalive)."""
         self._items.append(item)
-        self._ready.set()
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
 
     def delta(self, text: str) -> None:
         """Add streamed model text; pieces not yet read are joined into one."""
@@ -72,25 +78,36 @@ class TurnFeed:
     def close(self) -> None:
         """The turn is over: readers stop once they have everything."""
         self._closed = True
-        self._ready.set()
+        self._wake()
 
     async def batches(self, keepalive: float = KEEPALIVE) -> AsyncIterator[list[Item]]:
-        """Everything ready since the last batch; ``[None]`` after ``keepalive`` idle seconds."""
-        while True:
-            if not self._items and not self._closed:
-                try:
-                    async with asyncio.timeout(keepalive):
-                        await self._ready.wait()
-                except TimeoutError:
-                    yield [None]
-                    continue
-            batch: list[Item] = list(self._items)
-            self._items.clear()
-            self._ready.clear()
-            if batch:
-                yield batch
-            if self._closed and not self._items:
-                return
+        """Everything ready since the last batch; a ``None`` in it once nothing came for
+        ``keepalive`` seconds. One reader; one timer for the whole turn (ticking every
+        ``keepalive / 2``), not one per wait."""
+        loop = asyncio.get_running_loop()
+        self._timer = loop.call_later(keepalive / 2, self._tick, loop, keepalive / 2)
+        try:
+            while True:
+                if not self._items and not self._closed:
+                    self._waiter = loop.create_future()
+                    try:
+                        await self._waiter
+                    finally:
+                        self._waiter = None
+                batch, self._items = self._items, []
+                if batch:
+                    self._fresh = True
+                    yield batch
+                if self._closed and not self._items:
+                    return
+        finally:
+            self._timer.cancel()
+
+    def _tick(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
+        if not self._fresh and not self._closed:  # silent for a whole tick and more
+            self.put(None)
+        self._fresh = False
+        self._timer = loop.call_later(interval, self._tick, loop, interval)
 
     async def items(self, keepalive: float = KEEPALIVE) -> AsyncIterator[Item]:
         """Events (and a failure, if any) until the turn ends; ``None`` while idle for ``keepalive``."""
