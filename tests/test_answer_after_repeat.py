@@ -25,7 +25,7 @@ def test_a_refused_repeat_of_a_good_call_makes_the_next_step_the_answer() -> Non
     assert offered == [["calculator", "ask_user"], ["calculator", "ask_user"], []]
 
 
-def test_a_repeated_failing_call_or_a_new_call_keeps_the_tools() -> None:
+def test_a_repeated_failing_call_a_new_call_or_a_volatile_tool_keeps_the_tools() -> None:
     @tool
     def lookup(key: str) -> str:
         """Look a key up."""
@@ -33,14 +33,6 @@ def test_a_repeated_failing_call_or_a_new_call_keeps_the_tools() -> None:
             raise ValueError("no such key")
         return f"value of {key}"
 
-    bad, good, other = act("lookup", {"key": "bad"}), act("lookup", {"key": "a"}), act("lookup", {"key": "b"})
-    model = ScriptedModel([bad, bad, good, other, final("done")])
-    result = Agent(model=model, tools=[lookup], max_steps=10).run("find")
-    assert result.status == "done"
-    assert all(request.react_tools for request in model.requests)
-
-
-def test_a_volatile_tool_called_again_keeps_the_tools() -> None:
     ticks = iter(range(100))
 
     @tool(volatile=True)
@@ -48,8 +40,15 @@ def test_a_volatile_tool_called_again_keeps_the_tools() -> None:
         """The current tick."""
         return str(next(ticks))
 
-    model = ScriptedModel([act("clock", {}), act("clock", {}), final("1")])
-    Agent(model=model, tools=[clock]).run("tick twice")
+    bad, good, other, tick = (
+        act("lookup", {"key": "bad"}),
+        act("lookup", {"key": "a"}),
+        act("lookup", {"key": "b"}),
+        act("clock", {}),
+    )
+    model = ScriptedModel([bad, bad, good, other, tick, tick, final("done")])
+    result = Agent(model=model, tools=[lookup, clock], max_steps=10).run("find")
+    assert result.status == "done" and [s.observation for s in result.steps[4:6]] == ["0", "1"]
     assert all(request.react_tools for request in model.requests)
 
 
