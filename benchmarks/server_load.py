@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import dataclasses
 import json
 import os
@@ -106,6 +107,21 @@ finally:
     profile.disable()
     profile.dump_stats(out)
 """
+
+
+def backends_cpu(url: str, name: str | None) -> dict[int, float]:
+    """CPU seconds of each PostgreSQL backend whose application name is ``name`` (a local server only)."""
+    if name is None:
+        return {}
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        rows = conn.execute("SELECT pid FROM pg_stat_activity WHERE application_name = %s", (name,)).fetchall()
+    found = {}
+    for (pid,) in rows:
+        with contextlib.suppress(OSError):  # gone, or on another machine
+            found[pid] = cpu_seconds(pid)
+    return found
 
 
 def rss_kib(pid: int) -> int:
@@ -258,7 +274,11 @@ def measure(args: argparse.Namespace, code: str | None = None) -> dict[str, Any]
     """Run the load against ``args.workers`` servers; the numbers."""
     if args.idle and not args.db.startswith("memory:"):  # a memory store lives in the server
         asyncio.run(fill(args.db, args.idle))
-    servers = [start_server(args.db, args.latency, code) for _ in range(args.workers)]
+    db, database = args.db, None
+    if db.startswith(("postgresql:", "postgres:")):  # its backends are told apart by their application name
+        database = f"server_load_{uuid.uuid4().hex[:8]}"
+        db = f"{db}{'&' if '?' in db else '?'}application_name={database}"
+    servers = [start_server(db, args.latency, code) for _ in range(args.workers)]
     ports = [port for _, port in servers]
     pids = [server.pid for server, _ in servers]
     try:
@@ -267,10 +287,12 @@ def measure(args: argparse.Namespace, code: str | None = None) -> dict[str, Any]
             for pid in pids:
                 os.kill(pid, signal.SIGUSR1)
         rss_before, cpu_before = sum(map(rss_kib, pids)), sum(map(cpu_seconds, pids))
+        db_before = backends_cpu(args.db, database)
         client_before = time.process_time()
         (wall, latencies, firsts), peak = asyncio.run(sampled(pids, load(ports, args.sessions, args.turns)))
         client_cpu = time.process_time() - client_before
         rss_after, cpu_after = sum(map(rss_kib, pids)), sum(map(cpu_seconds, pids))
+        db_after = backends_cpu(args.db, database)
     finally:
         for server, _ in servers:
             server.send_signal(signal.SIGINT)  # like Ctrl-C: a profiled server writes its profile
@@ -299,6 +321,8 @@ def measure(args: argparse.Namespace, code: str | None = None) -> dict[str, Any]
         "server_rss_mib": round(rss_after / 1024, 1),
         "server_cpu_ms_per_turn": round(1000 * (cpu_after - cpu_before) / total, 2),
         "client_cpu_ms_per_turn": round(1000 * client_cpu / total, 2),
+        # PostgreSQL's backends serving the servers (a backend that started during the run: all of its CPU)
+        "db_cpu_ms_per_turn": round(1000 * sum(t - db_before.get(p, 0.0) for p, t in db_after.items()) / total, 2),
         "load_average": round(os.getloadavg()[0], 1),
     }
 
@@ -315,7 +339,8 @@ def report(r: dict[str, Any], db: str) -> None:
     idle = f", {r['idle_sessions']} idle sessions in the store" if r["idle_sessions"] else ""
     print(f"server memory per session: {growth} KiB after the run, {peak} KiB at peak{idle}")
     print(f"server RSS after the run: {r['server_rss_mib']} MiB")
-    cpu = f"server {r['server_cpu_ms_per_turn']} ms, client {r['client_cpu_ms_per_turn']} ms"
+    database = f", PostgreSQL {r['db_cpu_ms_per_turn']} ms" if r["store"].startswith("postgres") else ""
+    cpu = f"server {r['server_cpu_ms_per_turn']} ms{database}, client {r['client_cpu_ms_per_turn']} ms"
     print(f"CPU per turn: {cpu} (machine load average {r['load_average']} on {os.cpu_count()} cores)")
 
 
@@ -416,15 +441,16 @@ def print_matrix(args: argparse.Namespace, rows: list[tuple[str, str, dict[str, 
     print(f"each row on a fresh database{rounds}; CPU vs before: this row's server CPU per turn / before's")
     print(
         "| store | code | turns/s | vs SQLite | p50 ms | p99 ms | p99/p50 | server CPU ms/turn | CPU vs before "
-        "| client CPU ms/turn | KiB/session (peak) | load avg |"
+        "| database CPU ms/turn | client CPU ms/turn | KiB/session (peak) | load avg |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for label, code, r in rows:
         cpu = r["server_cpu_ms_per_turn"]
         versus = f"{cpu / before[label]:.2f}" if label in before else "–"
         print(
             f"| {label} | {code} | {r['turns_per_s']} | {r['turns_per_s'] / sqlite[code]:.2f} | {r['turn_p50_ms']} "
             f"| {r['turn_p99_ms']} | {r['turn_p99_ms'] / r['turn_p50_ms']:.2f} | {cpu} | {versus} "
+            f"| {r['db_cpu_ms_per_turn'] if label.startswith('postgres') else '–'} "
             f"| {r['client_cpu_ms_per_turn']} | {r['server_rss_peak_kib_per_session']} | {r['load_average']} |"
         )
 
