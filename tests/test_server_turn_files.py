@@ -10,15 +10,32 @@ from typing import Any
 import httpx
 import pytest
 
-from server_support import make_app, parse_sse
+from reactchat import Agent, RunContext, tool
+from reactchat.server import ServerConfig, create_app
+from server_support import RuleModel, make_app, parse_sse
 
 NOTES = b"# Trip notes\n\nThe rose costs 80.16 euros at the florist on Rue Lepic.\n"
 
 
+@tool(name="calculator")
+async def noting_calculator(expression: str, ctx: RunContext) -> str:
+    """Compute, and keep a note of it among the session's files (as the fetch tool keeps pages)."""
+    kb = ctx.services["knowledge"]
+    await kb.add_file(ctx.session, "note.md", f"# Note\n\n{expression} was asked.\n".encode())
+    return str(eval(expression, {"__builtins__": {}}))  # the test's own arithmetic: "2+2"
+
+
 @pytest.fixture
-async def served(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, list[str]]]:
-    """A client of the app in this process, and the sessions whose files the knowledge base read."""
-    app = make_app(store=f"sqlite:///{tmp_path / 'files.db'}")
+async def served(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, list[str]]]:
+    """A client of the app in this process, and the sessions whose files the knowledge base read;
+    with ``noting``, the turn's calculator itself adds a file to the session."""
+    store = f"sqlite:///{tmp_path / 'files.db'}"
+    kind = getattr(request, "param", "plain")
+    if kind == "plain":
+        app = make_app(store=store)
+    else:
+        tools = [noting_calculator]
+        app = create_app(lambda s: Agent(model=RuleModel(), tools=tools, store=s), config=ServerConfig(store=store))
     kb = app.state.server.files.kb
     reads: list[str] = []
     files = kb.files
@@ -29,6 +46,7 @@ async def served(tmp_path: Path) -> AsyncIterator[tuple[httpx.AsyncClient, list[
 
     kb.files = counted
     client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
+    client.kind = kind  # type: ignore[attr-defined]
     async with app.router.lifespan_context(app), client:
         yield client, reads
 
@@ -40,12 +58,16 @@ async def turn(client: httpx.AsyncClient, session: str, message: str) -> dict[st
     return end
 
 
+@pytest.mark.parametrize("served", ["plain", "noting"], indirect=True)
 async def test_a_turn_without_files_ends_without_a_second_look(served: tuple[httpx.AsyncClient, list[str]]) -> None:
     client, reads = served
     session = (await client.post("/v1/sessions")).json()["session"]
     end = await turn(client, session, "compute 1+1")
-    assert end["files"] == []
-    assert reads == [session], "one look, when the turn chose its tools; none for the end frame"
+    if client.kind == "plain":  # type: ignore[attr-defined]
+        assert end["files"] == []
+        assert reads == [session], "one look, when the turn chose its tools; none for the end frame"
+    else:  # the turn added a file itself: the end frame looks again and lists it
+        assert [f["name"] for f in end["files"]] == ["note.md"]
 
 
 async def test_a_file_uploaded_during_a_turn_is_in_its_end_frame(served: tuple[httpx.AsyncClient, list[str]]) -> None:

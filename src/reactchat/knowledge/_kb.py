@@ -160,6 +160,8 @@ class KnowledgeBase:
         #: sessions this process last saw without files and has added none to since: the
         #: end of their turn has no round to count (see ``end_round``)
         self._fileless: set[str] = set()
+        #: files added or deleted by this process: each ``add_file`` begun or ended, ``remove``, ``clear``
+        self.changes = 0
 
     _by_store: ClassVar[weakref.WeakKeyDictionary[Any, KnowledgeBase]] = weakref.WeakKeyDictionary()
     #: stores that take no weak reference, kept alive with their knowledge base (an id
@@ -243,10 +245,12 @@ class KnowledgeBase:
             return await asyncio.to_thread(self._store, session, filename, data, retention, parsed, report, source)
 
         self._fileless.discard(session)
+        self.changes += 1
         try:
             return FileInfo.of(await _with_progress(ingest, progress))
         finally:
             self._fileless.discard(session)  # a look at the files may have ended meanwhile
+            self.changes += 1
 
     def _full(self, name: str) -> FileRejected:
         return FileRejected(f"{name}: this session already has {self.max_files} files; clear some first", "full")
@@ -307,11 +311,13 @@ class KnowledgeBase:
 
     async def remove(self, session: str, file_id: str) -> bool:
         """Delete one file; False if the session has no such file."""
+        self.changes += 1
         rows = await asyncio.to_thread(lambda: self._open().delete(session, [file_id]))
         return bool(rows)
 
     async def clear(self, session: str) -> list[FileInfo]:
         """Delete all of the session's files (the user cleared the context); returns them."""
+        self.changes += 1
         rows = await asyncio.to_thread(lambda: self._open().delete(session))
         return [FileInfo.of(r) for r in rows]
 

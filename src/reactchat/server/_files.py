@@ -40,8 +40,6 @@ class Files:
     def __init__(self, kb: Any, module: Any) -> None:
         self.kb = kb
         self.module = module
-        #: uploads and clears this process has begun or ended (see ``left_after``)
-        self.changes = 0
 
     @classmethod
     def attach(cls, agent: Agent, max_bytes: int, limits: Any = None) -> Files | None:
@@ -69,13 +67,14 @@ class Files:
 
     def left_after(self, session: str) -> Callable[[], Awaitable[FileList]]:
         """Once a turn has begun (its tools chosen, its first event out): what ``list`` gives
-        at its end, without a read when the turn began without files and no upload or
-        clear of this process overlapped it (its round then counted nothing). A file another
-        worker uploads during the turn shows at the end of the session's next turn."""
-        fileless, changes = self.kb.known_fileless(session), self.changes
+        at its end, without a read when the turn began without files and this process
+        added or deleted none meanwhile (an upload, a page the turn fetched, a clear): its
+        round then counted nothing. A file another worker adds during the turn shows at
+        the end of the session's next turn."""
+        fileless, changes = self.kb.known_fileless(session), self.kb.changes
 
         async def left() -> FileList:
-            return [] if fileless and changes == self.changes else await self.list(session)
+            return [] if fileless and changes == self.kb.changes else await self.list(session)
 
         return left
 
@@ -83,15 +82,10 @@ class Files:
         self, session: str, name: str, data: bytes, retention: int | None, progress: Progress | None = None
     ) -> dict[str, Any]:
         """Index one file; raises the knowledge module's ``FileRejected`` for bad input."""
-        self.changes += 1
-        try:
-            return file_view(await self.kb.add_file(session, name, data, retention=retention, progress=progress))
-        finally:
-            self.changes += 1
+        return file_view(await self.kb.add_file(session, name, data, retention=retention, progress=progress))
 
     async def clear(self, session: str) -> None:
         """Forget the session's files."""
-        self.changes += 1
         await self.kb.clear(session)
 
 
