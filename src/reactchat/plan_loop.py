@@ -29,7 +29,6 @@ from reactchat.messages import (
     Request,
     TextPart,
     Usage,
-    UserEvent,
     UserMessage,
 )
 from reactchat.plan import (
@@ -44,7 +43,7 @@ from reactchat.plan import (
     step_task,
     words,
 )
-from reactchat.subagents import SubAgent, delegate
+from reactchat.subagents import NestedTurn, SubAgent, delegate
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent
@@ -113,7 +112,7 @@ class PlanState:
         return next((i for i, step in enumerate(self.steps, start=1) if step.status == "pending"), None)
 
 
-class PlanLoop:
+class PlanLoop(NestedTurn):
     """Plan-and-execute for one run, with the ways in of ``Loop`` (``start``, ``recover``)."""
 
     def __init__(self, agent: Agent, loop: Loop, question: str, history: list[tuple[str, str]]) -> None:
@@ -126,17 +125,7 @@ class PlanLoop:
         agents = [t.spec for t in self.subagents.values()]
         self.executors = describe_executors(agent.pack, tools, agents)
 
-    async def start(self, message: str) -> AsyncIterator[Event]:
-        """Plan and run a new turn for ``message``."""
-        yield await self.loop.emit(UserEvent(text=message))
-        async for event in self.recover([]):
-            yield event
-
-    def recover(self, events: list[Event]) -> AsyncIterator[Event]:
-        """Go on from this run's stored ``events`` (a turn the caller stops is recorded as cancelled)."""
-        return self.loop.stoppable(self._go_on(events))
-
-    async def _go_on(self, events: list[Event]) -> AsyncIterator[Event]:
+    async def go_on(self, events: list[Event]) -> AsyncIterator[Event]:
         """Go on from this run's stored ``events`` (none: plan first)."""
         state = PlanState.of(events)
         if not state.plans:

@@ -15,6 +15,7 @@ running it again (``SubAgent`` is ``idempotent`` in that sense). See docs/agents
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
@@ -26,6 +27,27 @@ from reactchat.tools import Tool
 if TYPE_CHECKING:
     from reactchat.agent import Agent, Mode
     from reactchat.loop import Loop
+
+
+class NestedTurn(ABC):
+    """A run made of nested runs over ``loop`` (plan-and-execute, Reflexion), with the ways
+    in of ``Loop``: ``start`` and ``recover``; a subclass says how it goes on (``go_on``)."""
+
+    loop: Loop
+
+    async def start(self, message: str) -> AsyncIterator[Event]:
+        """Record ``message`` and run a new turn for it."""
+        yield await self.loop.emit(UserEvent(text=message))
+        async for event in self.recover([]):
+            yield event
+
+    def recover(self, events: list[Event]) -> AsyncIterator[Event]:
+        """Go on from this run's stored ``events`` (a turn the caller stops is recorded as cancelled)."""
+        return self.loop.stoppable(self.go_on(events))
+
+    @abstractmethod
+    def go_on(self, events: list[Event]) -> AsyncIterator[Event]:
+        """The run's events from its stored ``events`` on (none: from the start)."""
 
 
 class SubAgent(Tool):

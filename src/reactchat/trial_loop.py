@@ -26,11 +26,10 @@ from reactchat.messages import (
     Request,
     TrialEvent,
     Usage,
-    UserEvent,
 )
 from reactchat.reflect import ReflectionMemory, Reflexion, Trial, evaluate, fingerprint, lessons, reflection_request
 from reactchat.session import Step, steps_of
-from reactchat.subagents import delegate
+from reactchat.subagents import NestedTurn, delegate
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
 TRIAL = "trial-"
 
 
-class TrialLoop:
+class TrialLoop(NestedTurn):
     """Reflexion for one run, with the ways in of ``Loop`` (``start``, ``recover``)."""
 
     def __init__(self, agent: Agent, loop: Loop, question: str, reflexion: Reflexion) -> None:
@@ -52,17 +51,7 @@ class TrialLoop:
         #: the nested runs' events seen by this process (the stored ones are in ``loop.stored``)
         self.seen: list[Event] = []
 
-    async def start(self, message: str) -> AsyncIterator[Event]:
-        """Run the trials of a new turn for ``message``."""
-        yield await self.loop.emit(UserEvent(text=message))
-        async for event in self.recover([]):
-            yield event
-
-    def recover(self, events: list[Event]) -> AsyncIterator[Event]:
-        """Go on from this run's stored ``events`` (a turn the caller stops is recorded as cancelled)."""
-        return self.loop.stoppable(self._go_on(events))
-
-    async def _go_on(self, events: list[Event]) -> AsyncIterator[Event]:
+    async def go_on(self, events: list[Event]) -> AsyncIterator[Event]:
         """Go on from this run's stored ``events``."""
         started = {e.call_id: e for e in events if isinstance(e, ActionEvent) and e.call_id.startswith(TRIAL)}
         answers = {e.call_id: e for e in events if isinstance(e, ObservationEvent) and e.call_id.startswith(TRIAL)}
