@@ -161,7 +161,9 @@ class SqliteStore:
             self._db = db
         return self._db
 
-    def _open(self) -> sqlite3.Connection:
+    def _open(self, migrated: bool = False) -> sqlite3.Connection:
+        """A connection to the file, its schema migrated first unless this store did that already
+        (``migrated``: migrating takes the write lock, which a stream of writes may keep busy)."""
         if self.path != ":memory:":
             parent = Path(self.path).parent
             if not parent.is_dir():
@@ -173,7 +175,8 @@ class SqliteStore:
             db.execute("PRAGMA journal_mode = WAL")
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA foreign_keys = ON")
-            migrate(db)
+            if not migrated:
+                migrate(db)
         except sqlite3.DatabaseError as exc:
             db.close()
             raise sqlite3.DatabaseError(f"cannot use {self.path} as a reactchat database: {exc}") from exc
@@ -187,12 +190,17 @@ class SqliteStore:
                 # opening migrates the schema under a write lock, which may have to wait
                 await asyncio.wrap_future(self._pool().submit(lambda: self.db))
             db = self.db
-        try:
-            result = work(db)
-        except sqlite3.OperationalError as exc:
-            if not _busy(exc) or self.path == ":memory:":
-                raise
-            result = await self._when_unlocked(work)
+        if write and self._checkpoint is not None and not self._checkpoint.done():
+            # a write waits behind the checkpoint on the store's thread: a stream of writes
+            # on the loop would keep a restarting checkpoint from the write lock
+            result = await asyncio.wrap_future(self._pool().submit(lambda: work(self._waiting_db())))
+        else:
+            try:
+                result = work(db)
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or self.path == ":memory:":
+                    raise
+                result = await self._when_unlocked(work)
         if write:
             self._writes += 1
             if self._writes % CHECKPOINT_EVERY == 0 and (self._checkpoint is None or self._checkpoint.done()):
@@ -220,7 +228,8 @@ class SqliteStore:
     def _waiting_db(self) -> sqlite3.Connection:
         """The connection of the store's thread (waits up to the busy timeout)."""
         if self._waiting is None:
-            self._waiting = self._open()
+            # the loop's connection migrated the schema when it opened
+            self._waiting = self._open(migrated=self._db is not None)
         return self._waiting
 
     def _checkpoint_wal(self) -> None:
