@@ -465,9 +465,12 @@ def _events() -> TypeAdapter[Event]:
     return adapter
 
 
-def stored_json(event: Event) -> bytes:
-    """The event as a store keeps it: its JSON without ``seq``, which is its place in the log."""
-    return _events().dump_json(event, exclude=_NOT_STORED)
+def stored_json(event: Event) -> str:
+    """The event as a store keeps it: its JSON without ``seq``, which is its place in the log.
+
+    Its own model's serializer writes it: the same JSON as ``EVENTS.dump_json``, which
+    first tries the union's members in turn (two to three times the cost, per event)."""
+    return event.model_dump_json(exclude=_NOT_STORED)
 
 
 def stored_event(seq: int, body: str | bytes) -> Event:

@@ -377,7 +377,7 @@ class PostgresStore:
         columns: tuple[list[Any], ...] = ([], [], [], [], [], [], [])
         for e in events:
             ranks[e.session] = rank = ranks.get(e.session, 0) + 1
-            values = (e.session, rank, e.turn, e.step, e.type, e.at, stored_json(e).decode())
+            values = (e.session, rank, e.turn, e.step, e.type, e.at, stored_json(e))
             for column, value in zip(columns, values, strict=True):
                 column.append(value)
         async with self._db() as db:

@@ -332,7 +332,7 @@ class SqliteStore:
 
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
-        rows = [(e.session, e.turn, e.step, e.type, e.at, stored_json(e).decode()) for e in events]
+        rows = [(e.session, e.turn, e.step, e.type, e.at, stored_json(e)) for e in events]
 
         def insert(db: sqlite3.Connection) -> None:
             # one statement per event, so the next seq is computed under the write lock;
