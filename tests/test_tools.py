@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from typing import Literal
 
 import pytest
@@ -147,6 +148,21 @@ async def test_sync_tools_run_on_a_bounded_pool_and_a_late_call_never_runs() -> 
     release.set()
     await asyncio.sleep(0.2)
     assert sorted(ran) == [0, 1]  # the two that timed out while waiting for a thread never run
+
+
+async def test_calls_waiting_for_a_busy_pool_run_in_turn_on_its_threads() -> None:
+    @tool(timeout=2.0)
+    def slow(n: int) -> str:
+        """Take a moment."""
+        time.sleep(0.05)
+        return f"{n} on {threading.current_thread().name}"
+
+    threads = ToolThreads(2)
+    results = await asyncio.gather(*(slow.run({"n": i}, None, threads) for i in range(5)))
+    assert results == [f"{i} on reactchat-tool" for i in range(5)]
+    assert threads.threads == 2
+    assert await slow.run({"n": 9}, None, threads) == "9 on reactchat-tool"  # an idle thread takes it
+    assert threads.threads == 2
 
 
 def test_an_agent_owns_the_threads_of_its_sync_tools() -> None:

@@ -9,16 +9,19 @@ default executor: ``asyncio.run`` joins that one on exit, so a hung tool would h
 caller after its timeout; these daemon threads are abandoned instead.
 
 A quick call is waited for without going back to the event loop (``ThreadCall.wait``):
-that costs two thread switches where awaiting costs four and a wake-up of the loop.
+that costs two thread switches where awaiting costs four and a wake-up of the loop. A
+call goes straight to an idle thread (each waits on its own lock): no shared queue, and
+the thread has put itself back among the idle ones before it says the call returned, so
+it goes to sleep right after waking the caller.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -73,7 +76,7 @@ class ThreadCall:
             return self.future is not None and self.future.done()
 
     def run(self) -> None:
-        """On the worker: call, then tell whoever waits."""
+        """On the worker: make the call (``returned`` tells whoever waits)."""
         fn = self.fn
         assert fn is not None
         try:
@@ -81,6 +84,9 @@ class ThreadCall:
         except BaseException as exc:  # handed to the waiting task, which reports it
             self.error = exc
         self.seconds = time.perf_counter() - self.started
+
+    def returned(self) -> None:
+        """On the worker, after ``run``: wake whoever waits for the call."""
         with self.guard:
             self.fn = None
             loop, future = self.loop, self.future
@@ -97,11 +103,10 @@ class ToolThreads:
         if size < 1:
             raise ValueError(f"a tool thread pool needs at least one thread, not {size}")
         self.size = size
-        self._jobs: queue.SimpleQueue[ThreadCall] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0  # started
-        self._idle = 0  # waiting for a job
-        self._queued = 0  # jobs not yet taken
+        self._idle: list[_Worker] = []  # each waits on its own lock for its next call
+        self._backlog: deque[ThreadCall] = deque()  # calls waiting for a thread (all are busy)
 
     @property
     def threads(self) -> int:
@@ -112,26 +117,52 @@ class ToolThreads:
         """Run ``fn`` on a pool thread (as soon as one is free)."""
         call = ThreadCall(fn)
         with self._lock:
-            self._queued += 1
-            new = self._idle < self._queued and self._threads < self.size
-            if new:
+            new = not self._idle
+            if not new:
+                worker = self._idle.pop()
+            elif self._threads < self.size:
                 self._threads += 1
-        self._jobs.put(call)
+                worker = _Worker(self)
+            else:
+                self._backlog.append(call)
+                return call
+        worker.call = call
+        worker.go.release()
         if new:
-            threading.Thread(target=self._work, name="reactchat-tool", daemon=True).start()
+            threading.Thread(target=worker.work, name="reactchat-tool", daemon=True).start()
         return call
 
-    def _work(self) -> None:
+    def _next(self, worker: _Worker) -> ThreadCall | None:
+        """The call waiting for a thread, if any; else ``worker`` becomes idle."""
+        with self._lock:
+            if self._backlog:
+                return self._backlog.popleft()
+            worker.call = None
+            self._idle.append(worker)
+            return None
+
+
+class _Worker:
+    """One pool thread: it runs the call it is handed, then the backlog's, then waits."""
+
+    __slots__ = ("call", "go", "pool")
+
+    def __init__(self, pool: ToolThreads) -> None:
+        self.pool = pool
+        self.call: ThreadCall | None = None
+        self.go = threading.Lock()
+        self.go.acquire()  # released by ``ToolThreads.start`` with a call in ``call``
+
+    def work(self) -> None:
         while True:
-            with self._lock:
-                self._idle += 1
-            call = self._jobs.get()
-            with self._lock:
-                self._idle -= 1
-                self._queued -= 1
-            if not call.abandoned():  # else it timed out while it waited for a thread: too late to run
-                call.run()
-            del call
+            self.go.acquire()
+            call = self.call
+            while call is not None:
+                if not call.abandoned():  # else it timed out while it waited for a thread: too late to run
+                    call.run()
+                after = self.pool._next(self)  # idle again (or on to the backlog) before the waiter wakes
+                call.returned()
+                call = after
 
 
 def settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
