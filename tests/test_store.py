@@ -26,7 +26,7 @@ from reactchat.messages import (
     Usage,
     UserEvent,
 )
-from reactchat.store import SessionNotFound, Store, resolve_store
+from reactchat.store import SessionNotFound, Store, lock_and_read, resolve_store
 
 
 def every_kind_of_event(session: str) -> list[Event]:
@@ -128,6 +128,60 @@ async def test_one_store_serves_concurrent_tasks(store_url: str) -> None:
         assert won.count(True) == 1
     finally:
         await store.close()
+
+
+async def test_lock_and_read_takes_the_lock_then_reads(store_url: str) -> None:
+    """``lock_and_read``: the turn lock and what came after a known point, or None (nothing read)."""
+    store = resolve_store(store_url)
+    try:
+        sessions = [await store.create_session() for _ in range(5)]
+        for n, session in enumerate(sessions):
+            await store.append(*(UserEvent(session=session, turn=1, step=i, text=f"{n}.{i}") for i in range(n)))
+        # concurrent calls share a batch on PostgreSQL: each gets its own session's events
+        got = await asyncio.gather(*(lock_and_read(store, s, "a", 60, 1) for s in sessions))
+        assert [[e.text for e in events or []] for events in got] == [
+            [],
+            [],
+            ["2.1"],
+            ["3.1", "3.2"],
+            ["4.1", "4.2", "4.3"],
+        ]
+        assert await lock_and_read(store, sessions[4], "b", 60, 0) is None  # held by a
+        await store.unlock(sessions[4], "a")
+        assert [e.seq for e in await lock_and_read(store, sessions[4], "b", 60, 0) or []] == [1, 2, 3, 4]
+        assert await lock_and_read(store, sessions[3], "b", 60, None) is None
+        await store.unlock(sessions[3], "a")
+        assert await lock_and_read(store, sessions[3], "b", 60, None) == []  # locked, nothing read
+        with pytest.raises(SessionNotFound):
+            await lock_and_read(store, "missing", "c", 60, 0)
+        assert await store.try_lock("missing", "d", 60)  # the lock was given back
+    finally:
+        await store.close()
+
+
+async def test_a_lock_read_sees_everything_the_last_holder_wrote(durable_url: str) -> None:
+    """Two workers: the one that gets the lock as the other lets it go reads every event
+    the other appended before letting go (the read is not older than the lock)."""
+    one, two = resolve_store(durable_url), resolve_store(durable_url)
+
+    async def lock_soon(since: int) -> list[Event]:
+        while (got := await lock_and_read(two, session, "two", 60, since)) is None:
+            await asyncio.sleep(0)
+        return got
+
+    try:
+        session = await one.create_session()
+        for n in range(15):
+            assert await one.try_lock(session, "one", 60)
+            waiter = asyncio.ensure_future(lock_soon(since=n))
+            await asyncio.sleep(0.002 * (n % 3))
+            await one.append(UserEvent(session=session, turn=n + 1, text=f"turn {n}"))
+            await one.unlock(session, "one")
+            assert [e.text for e in await asyncio.wait_for(waiter, 10)] == [f"turn {n}"]
+            await two.unlock(session, "two")
+    finally:
+        await one.close()
+        await two.close()
 
 
 async def test_an_append_to_a_deleted_session_fails_alone(store_url: str) -> None:

@@ -25,7 +25,7 @@ from reactchat.loop import Loop
 from reactchat.messages import DeltaEvent, ErrorEvent, Event, UserEvent
 from reactchat.output import Output
 from reactchat.session import Outcome, Pending, RunResult, SessionState, Turn
-from reactchat.store import Store
+from reactchat.store import Store, lock_and_read
 from reactchat.tools import toolset_tools
 
 if TYPE_CHECKING:
@@ -144,10 +144,13 @@ class Run:
         store = self.agent.store
         seen = await self._look()
         owner = uuid.uuid4().hex
-        if not await store.try_lock(self.session, owner, self.agent.lock_ttl):
+        # under the lock: what came since that look (everything if there was none)
+        since = None if self._new else 0 if seen is None else len(seen)
+        newer = await lock_and_read(store, self.session, owner, self.agent.lock_ttl, since)
+        if newer is None:
             raise SessionBusy(self.session)
         try:
-            state, pending = await self._read(seen)
+            state, pending = self._read(seen, newer)
             # one level of generators per event, not three: the plan yields each stretch
             # of the turn (a recovery, then the message), followed here event by event
             async for events, turn, outcome in self._plan(state, pending):
@@ -184,15 +187,12 @@ class Run:
             raise SessionNotFound(self.session)
         return None
 
-    async def _read(self, seen: list[Event] | None) -> tuple[SessionState, Pending | None]:
-        """Under the lock: the session's state, and the pending item this message answers."""
-        store = self.agent.store
-        if self._new:
-            events: list[Event] = []
-        elif seen is None:
-            events = await store.events(self.session)
+    def _read(self, seen: list[Event] | None, newer: list[Event]) -> tuple[SessionState, Pending | None]:
+        """Under the lock: the session's state, and the pending item this message answers
+        (``newer``: the events read once the lock was taken, after those ``seen`` before)."""
+        if seen is None:
+            events = newer
         else:  # only what was appended since that look: usually nothing
-            newer = await store.events(self.session, since=len(seen))
             if newer and self.reply_to is None:
                 raise SessionBusy(self.session, changed=True)
             events = seen + newer

@@ -79,6 +79,29 @@ class Store(Protocol):
         ...
 
 
+async def lock_and_read(store: Store, session_id: str, owner: str, ttl: float, since: int | None) -> list[Event] | None:
+    """Take the session's turn lock for ``owner``, then read its events after the first ``since``
+    (none when ``since`` is None); None, with nothing read, when someone else holds the lock.
+
+    The read sees every event appended before the lock was taken. A store with a
+    ``try_lock_read`` method of the same signature does both in one round trip. When the
+    read fails (``SessionNotFound``) the lock is given back before the error is raised.
+    """
+    both = getattr(store, "try_lock_read", None)
+    if both is not None:
+        events: list[Event] | None = await both(session_id, owner, ttl, since)
+        return events
+    if not await store.try_lock(session_id, owner, ttl):
+        return None
+    if since is None:
+        return []
+    try:
+        return await store.events(session_id, since=since)
+    except BaseException:
+        await store.unlock(session_id, owner)
+        raise
+
+
 _SCHEMES = {
     "memory": "reactchat.store.memory:from_url",
     "sqlite": "reactchat.store.sqlite:from_url",
@@ -143,6 +166,7 @@ __all__ = [
     "SessionNotFound",
     "Store",
     "default_db",
+    "lock_and_read",
     "resolve_store",
     "store_url",
 ]

@@ -146,6 +146,13 @@ _RELEASE = """WITH unmarked AS (
 SELECT count(pg_advisory_unlock(hashtextextended(s, %(space)s))) FROM unnest(%(s)b::text[]) AS t(s)
 WHERE (SELECT count(*) FROM unmarked) >= 0 AND (SELECT count(*) FROM active) >= 0"""
 
+#: for the sessions of a batch whose lock was just won, their events after ``since`` (a
+#: statement of its own, after the lock's: it sees every append committed before the lock
+#: was taken); no row for a session that does not exist, one with a NULL seq for one
+#: without such events
+_AFTER = """SELECT r.i, e.seq, e.body::text FROM unnest(%b::text[], %b::int[]) WITH ORDINALITY AS r(s, since, i)
+JOIN sessions x ON x.id = r.s LEFT JOIN events e ON e.session = r.s AND e.seq > r.since ORDER BY r.i, e.seq"""
+
 #: the backend of a mark ``r`` in ``running_turns`` still runs (a pid may come back: its start time tells)
 _LIVE = """EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend
     AND (a.backend_start IS NULL OR r.backend_start IS NULL OR a.backend_start = r.backend_start))"""
@@ -157,6 +164,12 @@ _EXPIRE = f"""WITH gone AS (
     AND NOT EXISTS (SELECT 1 FROM running_turns r WHERE r.session = s.id AND {_LIVE}) RETURNING id
 ), unmarked AS (DELETE FROM running_turns WHERE session IN (SELECT id FROM gone))
 SELECT count(*) FROM gone"""
+
+#: a call of the lock batch: the session, take (else release), and after which event to read
+#: its events once taken (None: no read)
+_LockCall = tuple[str, bool, "int | None"]
+#: what a call of the lock batch gets: None for an attempt lost, else the events it asked for
+_Outcome = list[Event] | BaseException | None
 
 #: the channel on which ``request_cancel`` tells the workers which session's turn to stop
 CANCEL_CHANNEL = "reactchat_cancel"
@@ -203,7 +216,7 @@ class PostgresStore:
     def _batchers(self) -> None:
         # two batches in flight: one is written while the next one fills
         self._appends: Batcher[list[Event], None] = Batcher(self._write, concurrency=2)
-        self._lock_calls: Batcher[tuple[str, bool], bool] = Batcher(self._lock_batch)
+        self._lock_calls: Batcher[_LockCall, list[Event] | None] = Batcher(self._lock_batch)
 
     # ------------------------------------------------------------------ connections
 
@@ -417,30 +430,41 @@ class PostgresStore:
 
     async def try_lock(self, session_id: str, owner: str, ttl: float) -> bool:
         """Take the session's turn lock unless someone else holds it (``ttl`` unused: see the module doc)."""
+        return await self._take(session_id, owner, None) is not None
+
+    async def try_lock_read(self, session_id: str, owner: str, ttl: float, since: int | None) -> list[Event] | None:
+        """``try_lock``, then the session's events after the first ``since`` (none when None), read
+        once the lock is taken, in the same batch on the lock connection; None when someone else
+        holds the lock. ``SessionNotFound`` (``since`` 0 only, as ``events``) gives the lock back first."""
+        return await self._take(session_id, owner, since)
+
+    async def _take(self, session_id: str, owner: str, since: int | None) -> list[Event] | None:
         self._same_loop()
         holder = self._held.get(session_id) or self._claims.get(session_id)
-        if holder is not None:
-            return holder == owner
+        if holder is not None:  # re-entrant for its holder (the lock is not this call's to give back)
+            if holder != owner:
+                return None
+            return [] if since is None else await self.events(session_id, since)
         self._claims[session_id] = owner  # claimed in this process before the database is asked
-        request = asyncio.ensure_future(self._lock_calls.submit((session_id, True)))
+        request = asyncio.ensure_future(self._lock_calls.submit((session_id, True, since)))
         try:
-            won = await asyncio.shield(request)
+            got = await asyncio.shield(request)
         except BaseException:
             # the request may still take the lock: give it back then
             request.add_done_callback(lambda done: self._give_back(session_id, done))
             raise
         finally:
             del self._claims[session_id]
-        if won:
+        if got is not None:
             self._held[session_id] = owner
-        return won
+        return got
 
     async def unlock(self, session_id: str, owner: str) -> None:
         """Release the turn lock if ``owner`` holds it."""
         if self._held.get(session_id) != owner:
             return
         del self._held[session_id]
-        await self._lock_calls.submit((session_id, False))
+        await self._lock_calls.submit((session_id, False, None))
 
     async def abandoned(self) -> list[str]:
         """Sessions whose running turn's worker died: its mark names a backend that has ended.
@@ -493,21 +517,23 @@ class PostgresStore:
             )
             return [session for (session,) in await cursor.fetchall() if session in self._held]
 
-    def _give_back(self, session_id: str, request: asyncio.Future[bool]) -> None:
-        if not request.cancelled() and request.exception() is None and request.result():
-            chore = asyncio.ensure_future(self._lock_calls.submit((session_id, False)))
+    def _give_back(self, session_id: str, request: asyncio.Future[list[Event] | None]) -> None:
+        if not request.cancelled() and request.exception() is None and request.result() is not None:
+            chore = asyncio.ensure_future(self._lock_calls.submit((session_id, False, None)))
             self._chores.add(chore)
             chore.add_done_callback(self._chores.discard)
 
-    async def _lock_batch(self, calls: list[tuple[str, bool]]) -> list[bool | BaseException]:
-        """Releases (their marks, then their locks, in one statement), then attempts, on the lock connection.
+    async def _lock_batch(self, calls: list[_LockCall]) -> list[_Outcome]:
+        """Releases (their marks, then their locks, in one statement), then attempts, then the
+        reads of the attempts that won and asked for one, on the lock connection.
 
         Advisory locks are re-entrant per connection, so a release and a new attempt on
-        the same session in one batch leave it held once whatever their order.
+        the same session in one batch leave it held once whatever their order. An attempt
+        gets None when lost, else the events it asked for (``[]`` when it asked for none).
         """
         db = await self._lock_db()
-        releases = [session for session, take in calls if not take]
-        attempts = [session for session, take in calls if take]
+        releases = [session for session, take, _ in calls if not take]
+        attempts = [session for session, take, _ in calls if take]
         if releases:
             await db.execute(_RELEASE, {"s": releases, "now": time.time(), "space": LOCK_SPACE})
         won: list[bool] = []
@@ -516,7 +542,41 @@ class PostgresStore:
             cursor = await db.execute(_LOCK, (LOCK_SPACE, attempts, self._backend_start, now, now))
             won = [bool(row[0]) for row in await cursor.fetchall()]
         results = iter(won)
-        return [next(results) if take else True for _, take in calls]
+        outcomes: list[_Outcome] = [([] if next(results) else None) if take else [] for _, take, _ in calls]
+        reads = [
+            i for i, (_, take, since) in enumerate(calls) if take and since is not None and outcomes[i] is not None
+        ]
+        if reads:
+            await self._read_after(db, calls, reads, outcomes)
+        return outcomes
+
+    async def _read_after(
+        self,
+        db: AsyncConnection[Any],
+        calls: list[_LockCall],
+        reads: list[int],
+        outcomes: list[_Outcome],
+    ) -> None:
+        """Fill in the events of the won attempts ``reads``; one whose session is gone
+        (asked from the start, like ``events``) gets ``SessionNotFound`` and its lock goes."""
+        cursor = await db.execute(_AFTER, ([calls[i][0] for i in reads], [calls[i][2] for i in reads]))
+        found: dict[int, list[Event]] = {}
+        for position, seq, body in await cursor.fetchall():
+            events = found.setdefault(reads[position - 1], [])
+            if seq is not None:
+                events.append(stored_event(seq, body))
+        gone = []
+        for i in reads:
+            session, _, since = calls[i]
+            if i in found:
+                outcomes[i] = found[i]
+            elif since:  # read before (it existed), deleted since: nothing came after
+                outcomes[i] = []
+            else:
+                outcomes[i] = SessionNotFound(session)
+                gone.append(session)
+        if gone:
+            await db.execute(_RELEASE, {"s": gone, "now": time.time(), "space": LOCK_SPACE})
 
 
 async def _connect(url: str) -> AsyncConnection[Any]:
