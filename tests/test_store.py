@@ -130,6 +130,11 @@ async def test_one_store_serves_concurrent_tasks(store_url: str) -> None:
         await store.close()
 
 
+def text_of(event: Event) -> str:
+    assert isinstance(event, UserEvent)
+    return event.text
+
+
 async def test_lock_and_read_takes_the_lock_then_reads(store_url: str) -> None:
     """``lock_and_read``: the turn lock and what came after a known point, or None (nothing read)."""
     store = resolve_store(store_url)
@@ -139,7 +144,7 @@ async def test_lock_and_read_takes_the_lock_then_reads(store_url: str) -> None:
             await store.append(*(UserEvent(session=session, turn=1, step=i, text=f"{n}.{i}") for i in range(n)))
         # concurrent calls share a batch on PostgreSQL: each gets its own session's events
         got = await asyncio.gather(*(lock_and_read(store, s, "a", 60, 1) for s in sessions))
-        assert [[e.text for e in events or []] for events in got] == [
+        assert [[text_of(e) for e in events or []] for events in got] == [
             [],
             [],
             ["2.1"],
@@ -177,7 +182,7 @@ async def test_a_lock_read_sees_everything_the_last_holder_wrote(durable_url: st
             await asyncio.sleep(0.002 * (n % 3))
             await one.append(UserEvent(session=session, turn=n + 1, text=f"turn {n}"))
             await one.unlock(session, "one")
-            assert [e.text for e in await asyncio.wait_for(waiter, 10)] == [f"turn {n}"]
+            assert [text_of(e) for e in await asyncio.wait_for(waiter, 10)] == [f"turn {n}"]
             await two.unlock(session, "two")
     finally:
         await one.close()
