@@ -40,13 +40,20 @@ def trusted(cls: type[M], values: dict[str, Any]) -> M:
     """An instance of ``cls`` holding ``values`` (every field, each already valid), not
     validated: for what the engine builds on every step from parts it made itself
     (what ``model_construct`` does, without its per-field Python loop)."""
-    model = cls.__new__(cls)
-    _set = object.__setattr__
-    _set(model, "__dict__", values)
-    _set(model, "__pydantic_fields_set__", set(values))
-    _set(model, "__pydantic_extra__", None)
-    _set(model, "__pydantic_private__", None)
+    model = _new(cls)
+    _set_dict(model, values)
+    _set_fields_set(model, set(values))
+    _set_extra(model, None)
+    _set_private(model, None)
     return model
+
+
+# the slots of every pydantic model, set directly (``object.__setattr__`` looks each one up)
+_new = object.__new__
+_set_dict = BaseModel.__dict__["__dict__"].__set__
+_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
+_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
+_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 # --------------------------------------------------------------------- model I/O
@@ -289,25 +296,23 @@ class _Event(_Model):
     def built(cls, **fields: Any) -> Self:
         """An event the engine makes on every step from values it made itself, not validated
         again (``trusted``); the fields not given take their defaults, ``at`` is now."""
-        values = dict(_template(cls))
+        defaults, required = _template(cls)
+        values = dict(defaults)
         values["at"] = time.time()
         values.update(fields)
-        if len(values) != len(cls.model_fields) or _REQUIRED in values.values():
+        if len(values) != len(defaults) or not required <= fields.keys():
             raise TypeError(f"{cls.__name__}.built({', '.join(fields)}): a field is missing or unknown")
         return trusted(cls, values)
 
 
-#: the value of a required field that ``_Event.built`` was not given
-_REQUIRED: Any = object()
-
-
 @functools.cache
-def _template(cls: type[_Event]) -> dict[str, Any]:
-    """Every field of an event class in order, with its (immutable) default or ``_REQUIRED``."""
-    return {
-        name: _REQUIRED if info.is_required() or info.default_factory else info.default
-        for name, info in cls.model_fields.items()
-    }
+def _template(cls: type[_Event]) -> tuple[dict[str, Any], frozenset[str]]:
+    """Every field of an event class in order with its (immutable) default, and the names
+    of those ``built`` must be given (no default; ``at``, which ``built`` sets, aside)."""
+    fields = cls.model_fields
+    given = {name for name, info in fields.items() if info.is_required() or info.default_factory}
+    defaults = {name: None if name in given else info.default for name, info in fields.items()}
+    return defaults, frozenset(given - {"at"})
 
 
 class UserEvent(_Event):
