@@ -8,6 +8,7 @@ import time
 from typing import Literal
 
 import pytest
+from pydantic import BaseModel
 
 from reactchat import Agent, RunContext, ScriptedModel, tool
 from reactchat.threads import ToolThreads
@@ -127,6 +128,28 @@ def test_calculator(expression: str, expected: str) -> None:
 def test_calculator_refuses_what_is_not_bounded_arithmetic(expression: str, message: str) -> None:
     with pytest.raises(CalculatorError, match=message):
         evaluate(expression)
+
+
+class Box(BaseModel):
+    width: float
+    label: str = "box"
+
+
+def test_validated_arguments_are_plain_values_whatever_the_parameter_types() -> None:
+    @tool
+    def scalars(n: int, x: float, flag: bool = False, name: str = "a") -> str:
+        """Scalars only."""
+        return f"{n} {x} {flag} {name}"
+
+    @tool
+    def nested(box: Box, count: int = 1) -> str:
+        """A model as a parameter."""
+        return box.label * count
+
+    arguments = scalars.validate({"n": "2", "x": 3})
+    assert arguments == {"n": 2, "x": 3.0, "flag": False, "name": "a"}
+    assert type(arguments["x"]) is float and type(arguments["n"]) is int
+    assert nested.validate({"box": {"width": "1.5"}}) == {"box": {"width": 1.5, "label": "box"}, "count": 1}
 
 
 async def test_sync_tools_run_on_a_bounded_pool_and_a_late_call_never_runs() -> None:

@@ -170,6 +170,8 @@ class Tool:
             prop.pop("title", None)
         self.input_schema: dict[str, Any] = schema
         self.params = list(fields)
+        #: every parameter is a str, int, float or bool: a validated model's fields are its dump
+        self._scalars = all(annotation in (str, int, float, bool) for annotation, _ in fields.values())
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
@@ -220,11 +222,12 @@ class Tool:
         """Validate arguments given as an object; a tool described by a JSON schema
         instead of a signature (MCP, LangChain) overrides this."""
         try:
-            return self.args_model.model_validate(arguments).model_dump()
+            valid = self.args_model.model_validate(arguments)
         except ValidationError as exc:
             raise ToolInputError(
                 f"Invalid arguments for {self.name}: {validation_problems(exc)}. Schema: {self.schema_json()}"
             ) from None
+        return dict(valid.__dict__) if self._scalars else valid.model_dump()
 
     def schema_json(self) -> str:
         """The input schema as compact JSON, for prompts and error messages."""
