@@ -60,6 +60,21 @@ async def test_events_round_trip_in_order(store_url: str) -> None:
         await store.close()
 
 
+async def test_events_appended_together_take_the_next_places_in_order(store_url: str) -> None:
+    store = resolve_store(store_url)
+    try:
+        session, other = await store.create_session(), await store.create_session()
+        written = every_kind_of_event(session)
+        for group in (written[:1], written[1:3], written[3:4], written[4:8]):
+            await store.append(*group)
+            await store.append(UserEvent(session=other, turn=1, text="between"))
+        assert [e.seq for e in written] == list(range(1, 9))
+        assert await store.events(session) == written
+        assert [e.seq for e in await store.events(other)] == [1, 2, 3, 4]
+    finally:
+        await store.close()
+
+
 async def test_sessions_are_separate_and_listed_newest_first(store_url: str) -> None:
     store = resolve_store(store_url)
     try:
