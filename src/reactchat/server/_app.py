@@ -40,6 +40,7 @@ from reactchat.server._cancel import cancel_routes, watch_cancels
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
 from reactchat.server._guard import USER, Guard, Rate, owner
+from reactchat.server._lean import shortcut
 from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, errors, streamed
 from reactchat.server._takeover import follow_routes, stop, watch_abandoned
 from reactchat.server._turns import Turns, TurnStream, failure_event, pending_view, sse, summary
@@ -351,6 +352,8 @@ def _session_routes(app: FastAPI, server: Server) -> None:
             result["error"] = failure_event(session, failure).message
         result.update(await files_left())
         return JSONResponse(result)
+
+    shortcut(app, "/v1/sessions/{session}/messages", "POST", post_message, MessageIn)
 
     from reactchat.server._files import file_routes
 

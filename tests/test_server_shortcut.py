@@ -1,0 +1,107 @@
+"""``POST /v1/sessions/{id}/messages`` takes a short way past FastAPI's per-request
+machinery (``server/_lean.py``): the plain case answers as FastAPI's handler does, and
+everything else is FastAPI's handler's answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+from fastapi.routing import APIRoute
+
+from reactchat.server._lean import Shortcut
+from server_support import make_app
+
+PATH = "/v1/sessions/{session}/messages"
+
+#: (body, content type): requests FastAPI's handler answers (bad ones, and ones not plainly JSON)
+FASTAPI_ANSWERS: list[tuple[bytes, str | None]] = [
+    (b'{"message": "hi"', "application/json"),  # not JSON: 400
+    (b"", "application/json"),  # no body
+    (b'{"message": "2+2", "stream": false}', None),  # no content type: not read as JSON
+    (b'{"message": "2+2", "stream": false}', "text/plain"),
+    (b'{"message": "2+2", "stream": false}', "application/a/b+json"),  # not a media type FastAPI reads as JSON
+    (b'{"message": ""}', "application/json"),
+    (b'{"message": "hi", "extra": 1}', "application/json"),
+    (b'{"message": "\\ud800"}', "application/json"),  # a lone surrogate
+    (b'{"message": "hi", "stream": "false"}', "application/json"),
+    (b'"just a string"', "application/json"),
+    (b"[" * 100_000, "application/json"),  # too deep for the JSON parser
+]
+#: requests the short way answers
+SHORT_ANSWERS: list[tuple[bytes, str | None]] = [
+    (b'{"message": "compute 2+2", "stream": false}', "application/json"),
+    (b'{"message": "compute 2+2", "stream": false}', "Application/JSON; charset=utf-8"),
+    (b'{"message": "compute 2+2", "stream": false}', "application/merge-patch+json"),
+    ('{"message": "compute 2+2", "stream": false}'.encode("utf-16"), "application/json"),
+    (b'{"message": "compute 2+2"}', "application/json"),  # SSE
+]
+
+
+def shortcut_of(app: Any) -> Shortcut[Any]:
+    (route,) = [r for r in app.router.routes if isinstance(r, APIRoute) and r.path == PATH]
+    assert isinstance(route.app, Shortcut)
+    return route.app
+
+
+def without_shortcut(app: Any) -> Any:
+    (route,) = [r for r in app.router.routes if isinstance(r, APIRoute) and r.path == PATH]
+    route.app = shortcut_of(app).full
+    return app
+
+
+async def answers(app: Any, requests: list[tuple[bytes, str | None]], session: str = "s1") -> list[tuple[int, Any]]:
+    transport = httpx.ASGITransport(app=app)
+    found: list[tuple[int, Any]] = []
+    async with httpx.AsyncClient(transport=transport, base_url="http://127.0.0.1") as client:
+        assert (await client.post("/v1/sessions", json={"session": "s1"})).status_code == 201
+        for body, kind in requests:
+            headers = {"content-type": kind} if kind is not None else {}
+            response = await client.post(f"/v1/sessions/{session}/messages", content=body, headers=headers)
+            found.append((response.status_code, comparable(response)))
+    return found
+
+
+def comparable(response: httpx.Response) -> Any:
+    """The answer without what differs between two runs of a turn (times, ids)."""
+    if response.headers["content-type"].startswith("text/event-stream"):
+        return [line for line in response.text.splitlines() if line.startswith("event: ")]
+    data = response.json()
+    data.pop("usage", None)  # holds the seconds the model took
+    if "events" in data:
+        data["events"] = [(e["type"], e.get("text")) for e in data["events"]]
+    return data
+
+
+def test_requests_fastapi_must_answer_get_fastapis_answer() -> None:
+    short, plain = make_app(), without_shortcut(make_app())
+    full = shortcut_of(short).full
+    calls: list[str] = []
+
+    async def counted(scope: Any, receive: Any, send: Any) -> None:
+        calls.append(scope["path"])
+        await full(scope, receive, send)
+
+    shortcut_of(short).full = counted
+    got = asyncio.run(answers(short, FASTAPI_ANSWERS))
+    assert got == asyncio.run(answers(plain, FASTAPI_ANSWERS))
+    assert len(calls) == len(FASTAPI_ANSWERS)
+    assert {status for status, _ in got} == {400, 422}
+
+
+def test_plain_json_takes_the_short_way_with_the_same_answers() -> None:
+    short, plain = make_app(), without_shortcut(make_app())
+    shortcut_of(short).full = None  # type: ignore[assignment]  # FastAPI's handler must not be reached
+    got = asyncio.run(answers(short, SHORT_ANSWERS))
+    assert got == asyncio.run(answers(plain, SHORT_ANSWERS))
+    assert [status for status, _ in got] == [200] * len(SHORT_ANSWERS)
+    assert got[0][1]["answer"] == "4" and got[-1][1][-1] == "event: end"
+
+
+def test_an_unknown_session_is_the_same_404_either_way() -> None:
+    request: list[tuple[bytes, str | None]] = [(json.dumps({"message": "hi"}).encode(), "application/json")]
+    got = asyncio.run(answers(make_app(), request, session="nobody"))
+    assert got == asyncio.run(answers(without_shortcut(make_app()), request, session="nobody"))
+    assert got[0][0] == 404
