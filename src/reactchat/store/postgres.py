@@ -147,6 +147,9 @@ WHERE (SELECT count(*) FROM unmarked) >= 0 AND (SELECT count(*) FROM active) >= 
 #: does not exist, one with a NULL seq for one without such events
 _READ = """SELECT r.i, e.seq, e.body::text FROM unnest(%b::text[], %b::int[]) WITH ORDINALITY AS r(s, since, i)
 JOIN sessions x ON x.id = r.s LEFT JOIN events e ON e.session = r.s AND e.seq > r.since ORDER BY r.i, e.seq"""
+#: ``_READ`` for one session (scalar parameters: psycopg dumps a list at several times the cost)
+_READ_ONE = """SELECT 1, e.seq, e.body::text FROM sessions s LEFT JOIN events e ON e.session = s.id AND e.seq > %s
+WHERE s.id = %s ORDER BY e.seq"""
 
 #: the backend of a mark ``r`` in ``running_turns`` still runs (a pid may come back: its start time tells)
 _LIVE = """EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend
@@ -563,7 +566,10 @@ def _rows(events: list[Event]) -> str:
 async def _read(db: AsyncConnection[Any], asks: list[tuple[str, int]]) -> list[list[Event] | BaseException]:
     """Each ``(session, since)``'s events after ``since``, in one statement; ``SessionNotFound``
     for a session that does not exist when asked from the start (``since`` 0), as ``events``."""
-    cursor = await db.execute(_READ, ([session for session, _ in asks], [since for _, since in asks]))
+    if len(asks) == 1:
+        cursor = await db.execute(_READ_ONE, (asks[0][1], asks[0][0]))
+    else:
+        cursor = await db.execute(_READ, ([session for session, _ in asks], [since for _, since in asks]))
     found: dict[int, list[Event]] = {}
     for position, seq, body in await cursor.fetchall():
         events = found.setdefault(position - 1, [])
