@@ -366,7 +366,11 @@ def input_json(value: Any) -> str:
     """An Action Input as the canonical JSON the scratchpad shows."""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False)
+    return _INPUT_JSON.encode(value)
+
+
+#: ``json.dumps(value, ensure_ascii=False)``, without building an encoder per call (once per step)
+_INPUT_JSON = json.JSONEncoder(ensure_ascii=False)
 
 
 # ------------------------------------------------------------------ the protocol
