@@ -289,7 +289,9 @@ class KnowledgeBase:
 
     async def files(self, session: str) -> list[FileInfo]:
         """The session's live files, oldest first."""
-        rows = await asyncio.to_thread(lambda: self._open().files(session))
+        index = self._index if self._index is not None else await asyncio.to_thread(self._open)
+        read = getattr(index, "files_async", None)  # PostgreSQL's: on the loop, no thread
+        rows: list[FileRow] = await read(session) if read is not None else await asyncio.to_thread(index.files, session)
         if rows:
             self._fileless.discard(session)
         elif len(self._fileless) < MAX_FILELESS:  # past it, a round is counted the long way

@@ -7,6 +7,7 @@ Python, since pgvector cannot be assumed. psycopg is imported only here.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -14,7 +15,12 @@ from typing import Any
 
 from reactchat.knowledge._chunk import Chunk
 from reactchat.knowledge._index import _FILE_COLUMNS, ChunkRow, FileRow, _file_values
+from reactchat.store._batch import Batcher
 from reactchat.store._migrations import Database, Schema, migrate
+
+#: a session's files, oldest first (``_FILES_OF``: of several sessions)
+_FILES = f"SELECT {_FILE_COLUMNS} FROM kb_files WHERE session = %s ORDER BY created, id"
+_FILES_OF = f"SELECT {_FILE_COLUMNS} FROM kb_files WHERE session = ANY(%s) ORDER BY created, id"
 
 #: the knowledge base's tables in PostgreSQL, version by version (``IF NOT EXISTS``:
 #: databases made before the tables were versioned have them without a record)
@@ -53,6 +59,10 @@ class PostgresIndex:
         self.lock = threading.Lock()
         self._connect: Callable[[], Any] = lambda: psycopg.connect(url, autocommit=True)
         self.db: Any = self._connect()
+        #: ``files_async``: its connection, the loop both belong to, and its batches of reads
+        self._aconn: Any = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._reads: Batcher[str, list[FileRow]] | None = None
         with self.write() as cur:
             # workers starting at once wait for each other
             migrate(
@@ -115,8 +125,37 @@ class PostgresIndex:
 
     def files(self, session: str) -> list[FileRow]:
         """The session's files, oldest first."""
-        rows = self._rows(f"SELECT {_FILE_COLUMNS} FROM kb_files WHERE session = %s ORDER BY created, id", (session,))
-        return [FileRow(*r) for r in rows]
+        return [FileRow(*r) for r in self._rows(_FILES, (session,))]
+
+    async def files_async(self, session: str) -> list[FileRow]:
+        """``files`` on the event loop, on a connection of its own (no worker thread, which
+        costs more than the query); reads of several sessions that arrive while one is in
+        flight go out together in one statement. A server looks once per turn."""
+        loop = asyncio.get_running_loop()
+        if self._reads is None or self._loop is not loop:
+            self._drop_async()  # connections belong to the loop that made them
+            self._loop, self._reads = loop, Batcher(self._files_batch)
+        return await self._reads.submit(session)
+
+    async def _files_batch(self, sessions: list[str]) -> list[list[FileRow] | BaseException]:
+        import psycopg
+
+        if self._aconn is None or self._aconn.closed or self._aconn.broken:
+            self._aconn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        if len(sessions) == 1:  # scalar parameters: psycopg dumps a list at several times the cost
+            cursor = await self._aconn.execute(_FILES, (sessions[0],))
+        else:
+            cursor = await self._aconn.execute(_FILES_OF, (sessions,))
+        found: dict[str, list[FileRow]] = {session: [] for session in sessions}
+        for row in await cursor.fetchall():
+            found[row[1]].append(FileRow(*row))
+        return [list(found[session]) for session in sessions]
+
+    def _drop_async(self) -> None:
+        """Forget the event loop's connection without awaiting (its loop may be gone)."""
+        if self._aconn is not None:
+            self._aconn.pgconn.finish()
+            self._aconn = None
 
     def data(self, session: str, file_id: str) -> bytes | None:
         """A stored file's bytes."""
@@ -177,6 +216,7 @@ class PostgresIndex:
         return {int(r[0]): ChunkRow(*r) for r in rows}
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connections."""
         with self.lock:
             self.db.close()
+        self._drop_async()
