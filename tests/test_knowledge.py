@@ -137,6 +137,33 @@ async def test_files_outlive_the_process_in_a_durable_store(durable_url: str) ->
     await store.close()
 
 
+async def test_concurrent_looks_at_files_see_their_own_session_and_other_workers_uploads(durable_url: str) -> None:
+    """Looks at several sessions' files at once (one statement on PostgreSQL) each get their
+    session's files; a file another worker uploads shows at this worker's next look."""
+    store = resolve_store(durable_url)
+    kb, other = KnowledgeBase(durable_url), KnowledgeBase(durable_url)
+    try:
+        sessions = [await store.create_session() for _ in range(5)]
+        for n, session in enumerate(sessions[1:], 1):
+            for i in range(n % 3):
+                await kb.add_file(session, f"{n}-{i}.md", ROSES)
+        looks = await asyncio.gather(*(kb.files(s) for s in [*sessions, sessions[2]]))
+        assert [[f.name for f in files] for files in looks] == [
+            [],
+            ["1-0.md"],
+            ["2-0.md", "2-1.md"],
+            [],
+            ["4-0.md"],
+            ["2-0.md", "2-1.md"],
+        ]
+        await other.add_file(sessions[0], "late.md", ROSES)
+        assert [f.name for f in await kb.files(sessions[0])] == ["late.md"]
+    finally:
+        await kb.close()
+        await other.close()
+        await store.close()
+
+
 async def test_sqlite_tables_live_in_the_session_database(sqlite_url: str) -> None:
     store = resolve_store(sqlite_url)
     session = await store.create_session()
