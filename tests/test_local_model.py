@@ -380,6 +380,20 @@ def test_step_two_reuses_the_prefix_cache(model: LocalModel) -> None:
     assert stats.seconds > 0 and stats.decode_tokens_per_second > 0
 
 
+def test_reset_starts_the_next_call_as_a_fresh_process_would(model: LocalModel) -> None:
+    request = ReactTranscript(get_pack("en"), SPECS, [], "What is 80.16 * 1.15?").request()
+    model.reset()
+    first = model.complete_sync(request)
+    again = model.complete_sync(request)
+    assert first.usage is not None and again.usage is not None
+    assert first.usage.evaluated_tokens == first.usage.input_tokens  # nothing cached
+    assert again.usage.evaluated_tokens is not None and again.usage.evaluated_tokens < 5
+    model.reset()
+    fresh = model.complete_sync(request)
+    assert fresh.usage is not None and fresh.usage.evaluated_tokens == fresh.usage.input_tokens
+    assert fresh.text == first.text and not model._runtime().states
+
+
 def test_interleaved_sessions_each_evaluate_only_their_new_tokens() -> None:
     # without the saved states each second step evaluates ~400 tokens: the other session
     # overwrote the cache (benchmarks/local_sessions.py prints both); on the default model,

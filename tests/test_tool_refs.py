@@ -196,3 +196,28 @@ def test_ask_with_a_search_backend_missing_its_key(tmp_path: Path) -> None:
         "ask", "go", "--model", model, "--db", str(tmp_path / "s.db"), cwd=tmp_path, env={"REACTCHAT_SEARCH": "brave"}
     )
     assert done.returncode == 1 and "set BRAVE_API_KEY" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("model", "tools", "offered"),
+    [
+        ("local", None, False),  # the embedded default guesses addresses
+        ("local:gemma-270m", None, False),
+        ("local:smollm2-135m", None, False),
+        ("local", "reactchat.toolbox:fetch_url", True),  # asked for by name
+        ("local:/models/big.gguf", None, True),
+        ("openai:gpt-4o-mini", None, True),
+    ],
+)
+def test_the_command_offers_fetch_url_except_to_the_embedded_models(
+    model: str, tools: str | None, offered: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reactchat.cli import command_tools
+    from reactchat.toolbox import calculator, fetch_url
+
+    monkeypatch.delenv("REACTCHAT_TOOLS", raising=False)
+    monkeypatch.delenv("REACTCHAT_SEARCH", raising=False)
+    monkeypatch.delenv("REACTCHAT_MCP", raising=False)
+    found, reads_links = command_tools(model, tools)
+    assert reads_links  # the web extra is part of the test environment: links are read either way
+    assert found[0] is calculator and found.count(fetch_url) == int(offered)

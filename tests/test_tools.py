@@ -103,6 +103,20 @@ def test_duplicate_tool_names_are_refused() -> None:
         ("round(2.5555, 2)", "2.56"),
         ("0.1 + 0.2", "0.3"),
         ("-(3 - 5)", "2"),
+        # what people and small models write
+        ("2 to the power of 10", "1024"),
+        ("the square root of 81", "9"),
+        ("sqrt 81", "9"),
+        ("9 squared", "81"),
+        ("3.5 x 4", "14"),
+        ("(2)x(3)", "6"),
+        ("0x10", "16"),
+        ("7 times 8 plus 5", "61"),
+        ("144 divided by 12 minus 2", "10"),
+        ("15 percent of 80", "12"),
+        ("1,234 + 5,678", "6912"),
+        ("1,234,567 * 2", "2469134"),
+        ("max(1,234)", "234"),
     ],
 )
 def test_calculator(expression: str, expected: str) -> None:

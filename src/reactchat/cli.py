@@ -137,16 +137,37 @@ def _describe(event: Event) -> str | None:
     return None
 
 
+def command_tools(model: str, tools: str | None = None, mcp: str | None = None) -> tuple[list[Any], bool]:
+    """The tools ``reactchat ask`` and ``chat`` give the agent, and whether links in the
+    user's messages are read into the session's files (the ``web`` extra is installed).
+
+    The calculator and the configured tools (``configured_tools``), except the
+    ``fetch_url`` added for the ``web`` extra on the embedded models: they guess
+    addresses for questions that need none (docs/local-model.md). Their links are still
+    read, and ``--tools reactchat.toolbox:fetch_url`` offers the tool anyway.
+    """
+    from reactchat._tool_refs import configured_tools
+    from reactchat.models._embedded import EMBEDDED
+    from reactchat.toolbox import calculator, fetch_url
+
+    found = [calculator, *configured_tools(tools, mcp)]
+    fetching = fetch_url in found
+    kind, _, name = model.partition(":")
+    if fetching and kind == "local" and (not name or name in EMBEDDED):
+        del found[len(found) - 1 - found[::-1].index(fetch_url)]  # the one added last, for the extra
+    return found, fetching
+
+
 def build_agent(args: argparse.Namespace) -> object:
     """The agent the command runs: the built-in tools, those of ``--tools`` and ``--mcp``,
     on the chosen model and store."""
-    from reactchat._tool_refs import configured_tools, read_links_if_fetching
     from reactchat.agent import Agent
-    from reactchat.toolbox import calculator
+    from reactchat.toolbox import read_links_in_messages
 
+    tools, fetching = command_tools(args.model, args.tools, args.mcp)
     agent = Agent(
         model=args.model,
-        tools=[calculator, *configured_tools(args.tools, args.mcp)],
+        tools=tools,
         protocol=args.protocol,
         max_steps=args.max_steps,
         store=store_url(args.db),
@@ -156,7 +177,8 @@ def build_agent(args: argparse.Namespace) -> object:
     from reactchat.knowledge import attach
 
     attach(agent, retention=args.retention)  # uploaded files: search_files while they live
-    read_links_if_fetching(agent)  # and the pages of links in messages
+    if fetching:
+        read_links_in_messages(agent)  # and the pages of links in messages
     return agent
 
 

@@ -171,7 +171,7 @@ sera donnée. S'il manque une information que seul l'utilisateur connaît, utili
 Un exemple de cycle complet (son outil, horaires_marees, n'est qu'un exemple : vous ne l'avez pas) :
 
 Question : À quelle heure est la marée haute à Brest aujourd'hui ?
-{thought}: Il me faut l'horaire des marées de Brest.
+{thought}: Je vais utiliser un outil pour le trouver.
 {action}: horaires_marees
 {action_input}: {{"port": "Brest"}}
 {observation}: Marée haute à Brest aujourd'hui : 06:12 et 18:37.
@@ -239,7 +239,7 @@ Question : À quelle heure est la marée haute à Brest aujourd'hui ?
 一回の流れの例（例のツール tide_times は例にすぎず、あなたは使えません）：
 
 質問: 今日のブレストの満潮は何時ですか？
-{thought}: ブレストの潮汐表が必要です。
+{thought}: ツールを使って調べます。
 {action}: tide_times
 {action_input}: {{"port": "ブレスト"}}
 {observation}: 今日のブレストの満潮：06:12 と 18:37。

@@ -123,6 +123,14 @@ class Runtime:
         """The KV cache no longer matches what was recorded (a call failed midway)."""
         self.cached_text, self.cached_tokens, self.cached_ends = b"", [], []
 
+    def clear(self) -> None:
+        """Empty the KV cache and the saved states: the next call starts as in a fresh process."""
+        with self.lock:
+            self.forget()
+            self.states.clear()
+            self.llama.reset()
+            self.llama._ctx.kv_cache_clear()
+
 
 _RUNTIMES: dict[tuple[str, int, int, int], Runtime] = {}
 _LOAD_LOCK = threading.Lock()

@@ -146,6 +146,12 @@ class LocalModel:
         """Load the model now rather than on the first call (blocking)."""
         self._runtime()
 
+    def reset(self) -> None:
+        """Empty the loaded model's KV cache and saved session states, so that the next call
+        evaluates its whole prompt as a fresh process would (a prefix carried over from an
+        unrelated prompt gives logits a few bits off, which can flip greedy near-ties)."""
+        self._runtime().clear()
+
     def _runtime(self) -> Runtime:
         path = self.path if self.path is not None else EMBEDDED[self.embedded or DEFAULT_EMBEDDED]()
         return load(path, self.n_ctx, self.n_threads, self.n_gpu_layers)

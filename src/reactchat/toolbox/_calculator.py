@@ -2,7 +2,9 @@
 
 Besides ``+ - * / // % **`` and a few functions it reads percentages the way people
 write them: ``80.16 + 15%`` is 80.16 × 1.15, ``15% of 80.16`` is 12.024,
-``80.16 * 115%`` is 92.184. ``×``, ``÷`` and ``^`` are accepted.
+``80.16 * 115%`` is 92.184. ``×``, ``÷``, ``^``, ``x`` between numbers, thousands
+separators and operators in words ("2 to the power of 10", "square root of 81", "3
+times 4") are accepted: small models write them.
 
 It runs inline on the event loop, so every operation is bounded before it runs:
 integers never exceed ``MAX_INT_BITS`` (literals included), a product or a power is
@@ -67,11 +69,35 @@ _BINARY: dict[type[ast.operator], Callable[[Any, Any], Any]] = {
 # "15% of 80" -> "(15/100)*80"; "N%" not followed by an operand -> __percent__(N)
 _PERCENT_OF = re.compile(r"(\d+(?:\.\d+)?)\s*%\s*of\b", re.IGNORECASE)
 _PERCENT_SIGN = re.compile(r"(\d+(?:\.\d+)?)\s*%(?!\s*[\d.(a-zA-Z_])")
+_NUMBER = r"(\d+(?:\.\d+)?)"
+# arithmetic as people (and small models) write it in words, read as the operator it names
+_WORDS: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(rf"(?:the\s+)?square\s+root\s+of\s+{_NUMBER}", re.I), r"sqrt(\1)"),
+    (re.compile(rf"\bsqrt\s+{_NUMBER}", re.I), r"sqrt(\1)"),
+    (re.compile(r"\s*\b(?:raised\s+)?to\s+the\s+power\s+of\b\s*", re.I), " ** "),
+    (re.compile(r"\s*\bsquared\b", re.I), " ** 2"),
+    (re.compile(r"\s*\bcubed\b", re.I), " ** 3"),
+    (re.compile(r"\s*\b(?:times|multiplied\s+by)\b\s*", re.I), " * "),
+    (re.compile(r"\s*\bdivided\s+by\b\s*", re.I), " / "),
+    (re.compile(r"\s*\bplus\b\s*", re.I), " + "),
+    (re.compile(r"\s*\bminus\b\s*", re.I), " - "),
+    (re.compile(r"(\d)\s*percent\b", re.I), r"\1%"),
+    # "3 x 4", "3x4": x between numbers (or brackets) is a product; "0x1f" stays hexadecimal
+    (re.compile(r"(?<=[\d)])(?<!\b0)\s*[xX]\s*(?=[\d(])"), " * "),
+]
+# "1,234.5": a comma before exactly three digits, in an expression without function calls
+# (where a comma separates arguments)
+_THOUSANDS = re.compile(r"(?<=\d),(?=\d{3}(?!\d))")
+_CALL = re.compile(r"[a-zA-Z_]\w*\s*\(")
 
 
 def _rewrite(expression: str) -> str:
     text = expression.strip().rstrip("=").strip()
     text = text.replace("×", "*").replace("÷", "/").replace("−", "-").replace("^", "**")
+    for pattern, replacement in _WORDS:
+        text = pattern.sub(replacement, text)
+    if not _CALL.search(text):
+        text = _THOUSANDS.sub("", text)
     text = _PERCENT_OF.sub(r"(\1/100)*", text)
     return _PERCENT_SIGN.sub(rf"{_PERCENT}(\1)", text)
 
@@ -191,8 +217,8 @@ EXPRESSION_PATTERN = r"^[0-9a-z .,=+\-*/%^()×÷−]{1,200}$"
 
 @tool(timeout=None)
 def calculator(expression: Annotated[str, Field(pattern=EXPRESSION_PATTERN)]) -> str:
-    """Evaluate an arithmetic expression such as "80.16 * 1.15", "2 ** 10", "sqrt(2)",
-    "80.16 + 15%" (a 15% markup) or "15% of 80.16". Numbers only, no variables.
+    """Evaluate an arithmetic expression such as "6.4 * 1.3", "11 ** 2", "sqrt(2)",
+    "60 + 25%" (a 25% markup) or "25% of 60". Numbers only, no variables.
 
     Args:
         expression: the arithmetic expression to evaluate
