@@ -17,8 +17,9 @@ growth over the run, divided by the sessions) and the server's CPU time per turn
 other (each on a fresh database: a new SQLite file, a new PostgreSQL schema) and prints
 them side by side with their ratio to SQLite; ``--before DIR`` adds the same runs with
 the server importing ``DIR/src`` (another checkout, e.g. main's code), each store's
-"before" right beside its "after"; ``--rounds N`` runs each row N times, before and after
-alternating, and shows the medians. ``--idle N`` first fills the store with N sessions
+"before" right beside its "after"; ``--rounds N`` runs each row N times and shows the
+medians (each round runs every store once, before and after alternating, so that a busy
+stretch of a shared machine falls on every row alike). ``--idle N`` first fills the store with N sessions
 of one finished turn each, which no client touches. The server's memory is also sampled
 during the run: ``peak`` is the highest RSS above the warmed-up server, per session.
 
@@ -375,23 +376,21 @@ def matrix(args: argparse.Namespace) -> None:
     codes: list[tuple[str, str | None]] = [("after", None)]
     if args.before:
         codes.insert(0, ("before", args.before))
-    rows: list[tuple[str, str, dict[str, Any]]] = []
+    stores = [("memory", "memory:", 1), ("sqlite", "sqlite", 1), ("postgres ×1", "pg", 1), ("postgres ×2", "pg", 2)]
+    runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for name, db, workers in (
-            ("memory", "memory:", 1),
-            ("sqlite", "sqlite", 1),
-            ("postgres", "pg", 1),
-            ("postgres", "pg", 2),
-        ):
-            runs: dict[str, list[dict[str, Any]]] = {code_name: [] for code_name, _ in codes}
-            for i in range(args.rounds):  # before and after alternate, each round in the other order
+        # each round runs every store once, so a busy stretch of a shared machine falls on all
+        # of them alike; before and after alternate, each round in the other order
+        for i in range(args.rounds):
+            for label, db, workers in stores:
                 for code_name, code in codes if i % 2 == 0 else codes[::-1]:
-                    runs[code_name].append(measure_fresh(args, db, workers, tmp, code))
-            label = f"{name} ×{workers}" if name == "postgres" else name
-            for code_name, _ in codes:
-                result = median_row(runs[code_name])
-                rows.append((label, code_name, result))
-                print(f"done: {label} {code_name} (load average {result['load_average']})", file=sys.stderr)
+                    result = measure_fresh(args, db, workers, tmp, code)
+                    runs.setdefault((label, code_name), []).append(result)
+                    print(
+                        f"done: round {i + 1}, {label} {code_name} (load average {result['load_average']})",
+                        file=sys.stderr,
+                    )
+    rows = [(label, code_name, median_row(runs[label, code_name])) for label, _, _ in stores for code_name, _ in codes]
     print_matrix(args, rows)
     if args.json:
         print(json.dumps([{"store": label, "code": code, **r} for label, code, r in rows]))
