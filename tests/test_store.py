@@ -179,6 +179,30 @@ async def test_lock_and_read_takes_the_lock_then_reads(store_url: str) -> None:
         await store.close()
 
 
+async def test_a_lock_whose_read_fails_is_given_back(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PostgreSQL reads under the lock in a statement after the lock's: if that read fails,
+    the caller gets the error and the lock is not left held by nobody."""
+    from reactchat.store import postgres
+
+    one, two = resolve_store(postgres_url), resolve_store(postgres_url)
+    try:
+        session = await one.create_session()
+
+        async def broken(db: object, asks: object) -> list[Event]:
+            raise RuntimeError("the read failed")
+
+        with monkeypatch.context() as patch:
+            patch.setattr(postgres, "_read", broken)
+            with pytest.raises(RuntimeError, match="the read failed"):
+                await lock_and_read(one, session, "a", 60, 0)
+        assert await two.try_lock(session, "b", 60)
+        await two.unlock(session, "b")
+        assert await lock_and_read(one, session, "a", 60, 0) == []
+    finally:
+        await one.close()
+        await two.close()
+
+
 async def test_a_lock_read_sees_everything_the_last_holder_wrote(durable_url: str) -> None:
     """Two workers: the one that gets the lock as the other lets it go reads every event
     the other appended before letting go (the read is not older than the lock)."""

@@ -541,11 +541,16 @@ class PostgresStore:
         if reads:
             # a statement of its own, after the lock's: it sees every append committed before
             # the lock was taken
-            found = await _read(db, [(calls[i][0], calls[i][2] or 0) for i in reads])
+            try:
+                found: list[list[Event] | BaseException] = await _read(
+                    db, [(calls[i][0], calls[i][2] or 0) for i in reads]
+                )
+            except Exception as exc:  # the locks were taken: they go back, and those attempts fail
+                found = [exc] * len(reads)
             for i, got in zip(reads, found, strict=True):
                 outcomes[i] = got
             gone = [calls[i][0] for i, got in zip(reads, found, strict=True) if isinstance(got, BaseException)]
-            if gone:  # locked, but there is no such session: the lock goes back at once
+            if gone:  # locked, but no such session (or the read failed): the lock goes back at once
                 await db.execute(_RELEASE, {"s": gone, "now": time.time(), "space": LOCK_SPACE})
         return outcomes
 
