@@ -40,16 +40,28 @@ SHORT_ANSWERS: list[tuple[bytes, str | None]] = [
 ]
 
 
-def shortcut_of(app: Any) -> Shortcut[Any]:
+def route_of(app: Any) -> APIRoute:
     (route,) = [r for r in app.router.routes if isinstance(r, APIRoute) and r.path == PATH]
-    assert isinstance(route.app, Shortcut)
-    return route.app
+    return route
 
 
 def without_shortcut(app: Any) -> Any:
-    (route,) = [r for r in app.router.routes if isinstance(r, APIRoute) and r.path == PATH]
-    route.app = shortcut_of(app).full
+    assert any(m.cls is Shortcut for m in app.user_middleware)
+    app.user_middleware = [m for m in app.user_middleware if m.cls is not Shortcut]
     return app
+
+
+def counting(app: Any) -> list[str]:
+    """The requests that reach FastAPI's own handler of the route."""
+    route, calls = route_of(app), []
+    handler = route.app
+
+    async def counted(scope: Any, receive: Any, send: Any) -> None:
+        calls.append(scope["path"])
+        await handler(scope, receive, send)
+
+    route.app = counted
+    return calls
 
 
 async def answers(app: Any, requests: list[tuple[bytes, str | None]], session: str = "s1") -> list[tuple[int, Any]]:
@@ -77,14 +89,7 @@ def comparable(response: httpx.Response) -> Any:
 
 def test_requests_fastapi_must_answer_get_fastapis_answer() -> None:
     short, plain = make_app(), without_shortcut(make_app())
-    full = shortcut_of(short).full
-    calls: list[str] = []
-
-    async def counted(scope: Any, receive: Any, send: Any) -> None:
-        calls.append(scope["path"])
-        await full(scope, receive, send)
-
-    shortcut_of(short).full = counted
+    calls = counting(short)
     got = asyncio.run(answers(short, FASTAPI_ANSWERS))
     assert got == asyncio.run(answers(plain, FASTAPI_ANSWERS))
     assert len(calls) == len(FASTAPI_ANSWERS)
@@ -93,15 +98,18 @@ def test_requests_fastapi_must_answer_get_fastapis_answer() -> None:
 
 def test_plain_json_takes_the_short_way_with_the_same_answers() -> None:
     short, plain = make_app(), without_shortcut(make_app())
-    shortcut_of(short).full = None  # type: ignore[assignment]  # FastAPI's handler must not be reached
+    calls, plain_calls = counting(short), counting(plain)
     got = asyncio.run(answers(short, SHORT_ANSWERS))
     assert got == asyncio.run(answers(plain, SHORT_ANSWERS))
     assert [status for status, _ in got] == [200] * len(SHORT_ANSWERS)
     assert got[0][1]["answer"] == "4" and got[-1][1][-1] == "event: end"
+    assert calls == [] and len(plain_calls) == len(SHORT_ANSWERS)
 
 
 def test_an_unknown_session_is_the_same_404_either_way() -> None:
     request: list[tuple[bytes, str | None]] = [(json.dumps({"message": "hi"}).encode(), "application/json")]
-    got = asyncio.run(answers(make_app(), request, session="nobody"))
+    short = make_app()
+    calls = counting(short)
+    got = asyncio.run(answers(short, request, session="nobody"))
     assert got == asyncio.run(answers(without_shortcut(make_app()), request, session="nobody"))
-    assert got[0][0] == 404
+    assert got[0][0] == 404 and calls == []

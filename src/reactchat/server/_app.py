@@ -193,6 +193,7 @@ def create_app(
 
     openai_routes(app, server)
     _page_routes(app)
+    # added last, so it runs first: before the turn's shortcut (``_session_routes``) too
     app.add_middleware(
         Guard,
         token=config.token,
