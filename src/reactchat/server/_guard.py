@@ -122,6 +122,25 @@ class Guard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        answer = self._admit(scope, send)
+        if isinstance(answer, tuple):
+            await _error(send, *answer)
+            return
+        try:
+            await self.app(scope, receive if answer.limit is None else Counted(receive, answer.limit), answer)
+        except BodyTooLarge as exc:
+            if answer.started:
+                raise
+            await _error(send, 413, exc.detail, "too_large")
+        finally:
+            answer.release()
+
+    def _admit(self, scope: Scope, send: Send) -> Answer | tuple[int, str, str]:
+        """The ``send`` the request is answered through, or why it is refused (status, message, type).
+
+        Only what the answer needs outlives this call: a streamed answer keeps its
+        request alive for the whole turn, and so whatever its frames hold.
+        """
         path: str = scope["path"]
         # route on the path the router sees: behind a proxy (--root-path /api) a request for
         # /api/v1/... reaches the /v1/ routes, so a check on the raw path could be bypassed
@@ -131,33 +150,23 @@ class Guard:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"] if k.lower() in _READ}
         refusal = self._refusal(scope, path, headers)
         if refusal is not None:
-            await _error(send, *refusal)
-            return
+            return refusal
         upload = scope["method"] == "POST" and path.rstrip("/").endswith("/files")
         limit = self.max_upload if upload else self.max_body
-        length = headers.get("content-length")
-        if length is not None and length.isdigit() and int(length) > limit:
-            await _error(send, 413, BodyTooLarge(limit).detail, "too_large")
-            return
-        match = _SESSION_PATH.match(path)
-        slot = self.uploads.take(match.group(1) if match else "") if upload else ""
-        if slot is None:
-            await _error(send, 429, "too many uploads at once: wait for one to finish, then retry", "busy")
-            return
-        released = False
-
-        def release() -> None:  # at the last byte of the answer: the client may send the next at once
-            nonlocal released
-            if upload and not released:
-                released = True
-                self.uploads.give(slot)
-
-        try:
-            # a length within the limit (checked above) bounds the body, unless a chunked one overrides it
-            sized = length is not None and length.isdigit() and "transfer-encoding" not in headers
-            await self._forward(scope, receive, send, limit if not sized else None, release)
-        finally:
-            release()
+        length = headers.get("content-length", "")
+        sized = length.isdigit()
+        if sized and int(length) > limit:
+            return 413, BodyTooLarge(limit).detail, "too_large"
+        slot = None
+        if upload:
+            match = _SESSION_PATH.match(path)
+            slot = self.uploads.take(match.group(1) if match else "")
+            if slot is None:
+                return 429, "too many uploads at once: wait for one to finish, then retry", "busy"
+        # a length within the limit (checked above) bounds the body (the server never hands
+        # over more than it announced), unless a chunked one overrides it: else count the bytes
+        counted = not sized or "transfer-encoding" in headers
+        return Answer(send, limit if counted else None, self.uploads if upload else None, slot)
 
     def _refusal(self, scope: Scope, path: str, headers: dict[str, str]) -> tuple[int, str, str] | None:
         """Why the request is refused before it reaches a route: (status, message, type), or None."""
@@ -209,38 +218,53 @@ class Guard:
                 found = user
         return found
 
-    async def _forward(
-        self, scope: Scope, receive: Receive, send: Send, limit: int | None, done: Callable[[], None]
-    ) -> None:
-        """The app, its answer given the security headers; ``limit``: count the body's bytes
-        against it (a body of a length within the limit is not counted: the server never
-        hands over more than the length it announced)."""
-        received = 0
-        started = False
 
-        async def counted_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            received += len(message.get("body", b""))
-            if limit is not None and received > limit:  # a chunked body gives no length up front
-                raise BodyTooLarge(limit)
-            return message
+class Answer:
+    """The ``send`` of one admitted request: the security headers on its answer and, for
+    an upload, its slot given back at the last byte (the client may send the next at once).
+    ``limit``: count the body's bytes against it (None: a length within the limit bounds it)."""
 
-        async def guarded_send(message: Message) -> None:
-            nonlocal started
-            if message["type"] == "http.response.start":
-                started = True
-                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
-            elif message["type"] == "http.response.body" and not message.get("more_body", False):
-                done()
-            await send(message)
+    __slots__ = ("limit", "send", "slot", "slots", "started")
 
-        try:
-            await self.app(scope, receive if limit is None else counted_receive, guarded_send)
-        except BodyTooLarge as exc:
-            if started:
-                raise
-            await _error(send, 413, exc.detail, "too_large")
+    def __init__(self, send: Send, limit: int | None, slots: Slots | None, slot: str | None) -> None:
+        self.send = send
+        self.limit = limit
+        self.slots = slots
+        self.slot = slot
+        self.started = False
+
+    async def __call__(self, message: Message) -> None:
+        if message["type"] == "http.response.start":
+            self.started = True
+            message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+        elif self.slots is not None and message["type"] == "http.response.body" and not message.get("more_body"):
+            self.release()
+        await self.send(message)
+
+    def release(self) -> None:
+        """Give the upload slot back (once)."""
+        if self.slots is not None and self.slot is not None:
+            self.slots.give(self.slot)
+            self.slots = None
+
+
+class Counted:
+    """A ``receive`` that raises ``BodyTooLarge`` once the body passes ``limit`` bytes (a
+    chunked body gives no length up front)."""
+
+    __slots__ = ("limit", "receive", "received")
+
+    def __init__(self, receive: Receive, limit: int) -> None:
+        self.receive = receive
+        self.limit = limit
+        self.received = 0
+
+    async def __call__(self) -> Message:
+        message = await self.receive()
+        self.received += len(message.get("body", b""))
+        if self.received > self.limit:
+            raise BodyTooLarge(self.limit)
+        return message
 
 
 class Slots:
