@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from reactchat.messages import ThoughtEvent
-from reactchat.server._turns import Delta, TurnFeed
+from reactchat.server._turns import Clock, Delta, TurnFeed
 
 
 def thought(text: str) -> ThoughtEvent:
@@ -48,6 +48,6 @@ async def test_a_reader_that_stops_early_leaves_no_timer_behind() -> None:
     batches = feed.batches(keepalive=0.05)
     assert [e.text for e in await anext(batches) if isinstance(e, ThoughtEvent)] == ["only"]
     await batches.aclose()
-    assert feed._timer is not None and feed._timer.cancelled()
+    assert not Clock.running, "the clock stops with its last feed"
     await asyncio.sleep(0.15)
     assert feed._items == [], "no keepalive is queued once the reader is gone"

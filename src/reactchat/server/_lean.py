@@ -86,10 +86,16 @@ class Shortcut:
         ):
             await self.app(scope, receive, send)
             return
+        response = await self._respond(scope, receive, send)
+        if response is not None:  # the turn's stream: this frame holds nothing more while it runs
+            await response(scope, receive, send)
+
+    async def _respond(self, scope: Scope, receive: Receive, send: Send) -> Response | None:
+        """The endpoint's response (or its exception's handler's), or None once FastAPI has answered."""
         match, child = self.route.matches(scope)
         if match is not Match.FULL:
             await self.app(scope, receive, send)
-            return
+            return None
         received: list[Message] = []
         while True:
             message = await receive()
@@ -99,17 +105,17 @@ class Shortcut:
         body = self._body(scope, received)
         if body is None:
             await self.app(scope, _replay(received, receive), send)
-            return
+            return None
         scope.update(child)
         try:
-            response = await self.endpoint(child["path_params"]["session"], body)
+            return await self.endpoint(child["path_params"]["session"], body)
         except Exception as exc:
             handler = self._handler(exc)
             if handler is None:  # the server's error middleware answers it (a 500)
                 raise
             response = await handler(Request(scope, receive), exc)
             exc.__traceback__ = None  # as Starlette does: a reused exception would keep every traceback
-        await response(scope, receive, send)
+            return response
 
     def _body(self, scope: Scope, received: list[Message]) -> BaseModel | None:
         """The validated body, or None when FastAPI must answer."""

@@ -13,7 +13,7 @@ import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
@@ -50,13 +50,14 @@ class TurnFeed:
     writer sends a step's thought and action in one write instead of one each.
     """
 
+    __slots__ = ("_closed", "_fresh", "_items", "_waiter", "session")
+
     def __init__(self, session: str) -> None:
         self.session = session
         self._items: list[Item] = []
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
-        self._fresh = True  # a batch went out since the keepalive timer's last tick
-        self._timer: asyncio.TimerHandle | None = None
+        self._fresh = True  # a batch went out since the keepalive clock's last tick
 
     def put(self, item: Event | Delta | BaseException | None) -> None:
         """Add an event (or the failure that ended the turn; ``None``: a keepalive)."""
@@ -82,10 +83,10 @@ class TurnFeed:
 
     async def batches(self, keepalive: float = KEEPALIVE) -> AsyncIterator[list[Item]]:
         """Everything ready since the last batch; a ``None`` in it once nothing came for
-        ``keepalive`` seconds. One reader; one timer for the whole turn (ticking every
-        ``keepalive / 2``), not one per wait."""
+        ``keepalive`` seconds. One reader; no timer of its own (see ``Clock``)."""
         loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(keepalive / 2, self._tick, loop, keepalive / 2)
+        clock = Clock.of(loop, keepalive / 2)
+        clock.feeds.add(self)
         try:
             while True:
                 if not self._items and not self._closed:
@@ -101,13 +102,13 @@ class TurnFeed:
                 if self._closed and not self._items:
                     return
         finally:
-            self._timer.cancel()
+            clock.leave(self)
 
-    def _tick(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
+    def tick(self) -> None:
+        """A tick of the keepalive clock: a ``None`` if nothing went out since the last one."""
         if not self._fresh and not self._closed:  # silent for a whole tick and more
             self.put(None)
         self._fresh = False
-        self._timer = loop.call_later(interval, self._tick, loop, interval)
 
     async def items(self, keepalive: float = KEEPALIVE) -> AsyncIterator[Item]:
         """Events (and a failure, if any) until the turn ends; ``None`` while idle for ``keepalive``."""
@@ -125,6 +126,39 @@ class TurnFeed:
             elif item is not None and not isinstance(item, Delta):
                 events.append(item)
         return events, failure
+
+
+class Clock:
+    """The keepalive ticks of every feed of a loop read with the same interval: one timer,
+    not one per running turn (a timer handle each, set up and cancelled every turn)."""
+
+    running: ClassVar[dict[tuple[asyncio.AbstractEventLoop, float], Clock]] = {}
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, interval: float) -> None:
+        self.loop = loop
+        self.interval = interval
+        self.feeds: set[TurnFeed] = set()
+        self.timer = loop.call_later(interval, self._tick)
+
+    @classmethod
+    def of(cls, loop: asyncio.AbstractEventLoop, interval: float) -> Clock:
+        """The running clock of ``loop`` for ``interval``, started if there is none."""
+        clock = cls.running.get((loop, interval))
+        if clock is None:
+            clock = cls.running[loop, interval] = cls(loop, interval)
+        return clock
+
+    def leave(self, feed: TurnFeed) -> None:
+        """``feed`` is no longer read; the clock stops with its last feed."""
+        self.feeds.discard(feed)
+        if not self.feeds:
+            self.timer.cancel()
+            del self.running[self.loop, self.interval]
+
+    def _tick(self) -> None:
+        for feed in self.feeds:
+            feed.tick()
+        self.timer = self.loop.call_later(self.interval, self._tick)
 
 
 class Turns:
