@@ -43,7 +43,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import os
 import socket
 import sqlite3
@@ -333,28 +332,27 @@ class SqliteStore:
 
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
-        if not events:
-            return
-        session = events[0].session
-        if any(e.session != session for e in events):
-            raise ValueError("one append holds the events of one session")
-        # one statement, so one implicit transaction: each event's seq is the session's
-        # last one (read under the write lock) plus its rank in the append
-        rows: list[Any] = [session]
-        for rank, e in enumerate(events, 1):
-            rows += (rank, e.turn, e.step, e.type, e.at, stored_json(e))
+        rows = [(e.session, e.turn, e.step, e.type, e.at, stored_json(e)) for e in events]
 
-        def insert(db: sqlite3.Connection) -> list[tuple[int]]:
+        def insert(db: sqlite3.Connection) -> None:
+            # one statement per event, so the next seq is computed under the write lock;
+            # several events in one transaction (not a context manager: this is per step)
+            many = len(rows) > 1
+            if many:
+                db.execute("BEGIN IMMEDIATE")
             try:
-                return db.execute(_append_statement(len(events)), rows).fetchall()
-            except sqlite3.IntegrityError as exc:
-                if "FOREIGN KEY" in str(exc):
-                    raise SessionNotFound(session) from None
+                for event, row in zip(events, rows, strict=True):
+                    (event.__dict__["seq"],) = db.execute(_APPEND, row).fetchone()
+                if many:
+                    db.execute("COMMIT")
+            except BaseException as exc:
+                if db.in_transaction:
+                    db.execute("ROLLBACK")
+                if isinstance(exc, sqlite3.IntegrityError) and "FOREIGN KEY" in str(exc):
+                    raise SessionNotFound(events[0].session) from None
                 raise
 
-        seqs = sorted(seq for (seq,) in await self._call(insert, write=True))
-        for event, seq in zip(events, seqs, strict=True):
-            event.__dict__["seq"] = seq
+        await self._call(insert, write=True)
 
     # ------------------------------------------------------------------ reflections
 
@@ -485,19 +483,8 @@ class SqliteStore:
         return pid_alive(pid) if host == self._host else expires > now
 
 
-@functools.cache
-def _append_statement(count: int) -> str:
-    """The INSERT of ``count`` events of one session: parameter 1 is the session, then six
-    per event (its rank, turn, step, type, at, body). SQLite computes the whole SELECT
-    before it inserts (it reads the table it inserts into), so every row sees the same
-    last seq: they get the next ``count`` numbers, in order, without a gap."""
-    ranked = " UNION ALL ".join(
-        f"SELECT ?{i} AS rank, ?{i + 1} AS turn, ?{i + 2} AS step, ?{i + 3} AS type, ?{i + 4} AS at, ?{i + 5} AS body"
-        for i in range(2, 2 + 6 * count, 6)
-    )
-    return f"""INSERT INTO events (session, seq, turn, step, type, at, body)
-SELECT ?1, (SELECT COALESCE(MAX(seq), 0) FROM events WHERE session = ?1) + rank, turn, step, type, at, body
-FROM ({ranked}) RETURNING seq"""
+_APPEND = """INSERT INTO events (session, seq, turn, step, type, at, body) VALUES
+(?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session = ?1), ?2, ?3, ?4, ?5, ?6) RETURNING seq"""
 
 
 def _exists(db: sqlite3.Connection, session_id: str) -> bool:
