@@ -1,11 +1,12 @@
 """The engine's per-step cost of several revisions, side by side in one run.
 
-    .venv/bin/python benchmarks/engine_compare.py 5e474ea HEAD [--rounds 16] [--steps 50]
+    .venv/bin/python benchmarks/engine_compare.py 5e474ea HEAD [--rounds 16] [--steps 50] [--threaded] [--store sqlite]
 
 Each revision's ``src`` is taken with ``git archive`` into a temporary folder. A round
 runs every revision once, in a shuffled order, each in a fresh process: one warm-up turn,
-then 25 turns of ``--steps`` tool steps (``engine_overhead.one_turn``, memory store,
-inline tool); a process reports the lowest and the median CPU time per step. Printed per
+then 25 turns of ``--steps`` tool steps (``engine_overhead.one_turn``; memory store, or
+with ``--store sqlite`` a new SQLite file per process; inline tool, or the default
+``@tool`` with ``--threaded``); a process reports the lowest and the median CPU time per step. Printed per
 revision: the lowest of the lows, the median of the lows and of the medians; and each
 revision's cost relative to the first, as the median over rounds of the paired ratio of
 lows (a ratio within one round is what a shared machine measures best). The load average
@@ -28,13 +29,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 WORKER = """
-import asyncio, json, statistics, sys
+import asyncio, json, statistics, sys, tempfile
 sys.path.insert(0, {benchmarks!r})
 import engine_overhead
 
+folder = tempfile.TemporaryDirectory()
+store = "memory:" if {store!r} == "memory" else f"sqlite:///{{folder.name}}/bench.db"
+
 async def main():
-    await engine_overhead.one_turn({steps}, "memory:", {threaded})
-    return [(await engine_overhead.one_turn({steps}, "memory:", {threaded}))[0] for _ in range(25)]
+    await engine_overhead.one_turn({steps}, store, {threaded})
+    return [(await engine_overhead.one_turn({steps}, store, {threaded}))[0] for _ in range(25)]
 
 cpu = asyncio.run(main())
 print(json.dumps({{"low": min(cpu), "median": statistics.median(cpu)}}))
@@ -54,8 +58,8 @@ def export(revision: str, into: Path) -> Path:
     return folder / "src"
 
 
-def one(src: Path, steps: int, threaded: bool) -> dict[str, float]:
-    code = WORKER.format(benchmarks=str(ROOT / "benchmarks"), steps=steps, threaded=threaded)
+def one(src: Path, steps: int, threaded: bool, store: str) -> dict[str, float]:
+    code = WORKER.format(benchmarks=str(ROOT / "benchmarks"), steps=steps, threaded=threaded, store=store)
     env = {**os.environ, "PYTHONPATH": str(src)}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     result: dict[str, float] = json.loads(out.stdout)
@@ -68,6 +72,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=16)
     parser.add_argument("--steps", type=int, default=50)
     parser.add_argument("--threaded", action="store_true", help="the default @tool (a worker thread)")
+    parser.add_argument("--store", choices=["memory", "sqlite"], default="memory")
     args = parser.parse_args()
     lows: dict[str, dict[int, float]] = {r: {} for r in args.revisions}
     medians: dict[str, list[float]] = {r: [] for r in args.revisions}
@@ -76,12 +81,12 @@ def main() -> None:
         for round_ in range(args.rounds):
             order = random.sample(args.revisions, len(args.revisions))
             for revision in order:
-                found = one(trees[revision], args.steps, args.threaded)
+                found = one(trees[revision], args.steps, args.threaded, args.store)
                 lows[revision][round_] = found["low"] * 1e6
                 medians[revision].append(found["median"] * 1e6)
             print(f"round {round_ + 1}: load {' '.join(f'{x:.2f}' for x in os.getloadavg())}", flush=True)
     first = args.revisions[0]
-    print(f"CPU µs per step, N={args.steps}, {'threaded' if args.threaded else 'inline'} tool:")
+    print(f"CPU µs per step, N={args.steps}, {args.store} store, {'threaded' if args.threaded else 'inline'} tool:")
     for revision in args.revisions:
         mine = lows[revision]
         ratio = statistics.median(mine[r] / lows[first][r] for r in mine)
