@@ -113,3 +113,32 @@ def test_an_unknown_session_is_the_same_404_either_way() -> None:
     got = asyncio.run(answers(short, request, session="nobody"))
     assert got == asyncio.run(answers(without_shortcut(make_app()), request, session="nobody"))
     assert got[0][0] == 404 and calls == []
+
+
+def test_a_request_opentelemetry_traces_goes_through_fastapi() -> None:
+    """FastAPI's spans (dependencies, validation) stay whole for whoever configures OpenTelemetry."""
+    app = make_app()
+    (middleware,) = [m for m in app.user_middleware if m.cls is Shortcut]
+    passed: list[dict[str, Any]] = []
+
+    async def rest_of_fastapi(scope: Any, receive: Any, send: Any) -> None:
+        passed.append(scope)
+
+    shortcut = Shortcut(rest_of_fastapi, **middleware.kwargs)
+    body = {"type": "http.request", "body": b'{"message": "compute 2+2"}', "more_body": False}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/v1/sessions/s1/messages",
+        "root_path": "",
+        "headers": [(b"content-type", b"application/json")],
+    }
+
+    async def receive() -> dict[str, Any]:
+        return body
+
+    async def send(message: Any) -> None:
+        raise AssertionError("the short way answered a traced request")
+
+    asyncio.run(shortcut({**scope, "fastapi.telemetry": object()}, receive, send))
+    assert len(passed) == 1
