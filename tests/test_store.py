@@ -107,6 +107,21 @@ async def test_unknown_session_is_refused(store_url: str) -> None:
         await store.close()
 
 
+async def test_sessions_created_at_once_all_exist(store_url: str) -> None:
+    """Concurrent creations (one statement on PostgreSQL), an id given twice among them."""
+    store = resolve_store(store_url)
+    try:
+        given = [f"given-{i}" for i in range(6)] + ["given-2"]
+        made = await asyncio.gather(
+            *(store.create_session(g) for g in given), *(store.create_session() for _ in range(6))
+        )
+        assert made[:7] == given and len(set(made)) == 12
+        assert all([await store.exists(s) for s in made])
+        assert sorted(await store.list_sessions(limit=100)) == sorted(set(made))
+    finally:
+        await store.close()
+
+
 async def test_turn_lock_belongs_to_one_owner(store_url: str) -> None:
     store = resolve_store(store_url)
     try:

@@ -121,6 +121,11 @@ SELECT r.session, COALESCE((SELECT MAX(e.seq) FROM events e WHERE e.session = r.
 FROM json_to_recordset(%s::json) AS r(session text, rank int, turn int, step int, type text, at float8, body text)
 RETURNING session, seq"""
 
+#: a new session (an id given twice, or already taken, is left as it is)
+_CREATE = "INSERT INTO sessions (id, created_at, active_at) VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING"
+_CREATE_MANY = """INSERT INTO sessions (id, created_at, active_at) SELECT s, %s, %s FROM unnest(%b::text[]) AS t(s)
+ON CONFLICT (id) DO NOTHING"""
+
 #: turn locks for a batch of sessions, each won one marked as running on this backend
 _LOCK = """WITH t AS MATERIALIZED (
     SELECT s, i, pg_try_advisory_lock(hashtextextended(s, %s)) AS won FROM unnest(%b::text[]) WITH ORDINALITY AS t(s, i)
@@ -215,6 +220,7 @@ class PostgresStore:
         # two batches in flight: one is written while the next one fills
         self._appends: Batcher[list[Event], None] = Batcher(self._write, concurrency=2)
         self._reads: Batcher[tuple[str, int], list[Event]] = Batcher(self._read_batch, concurrency=2)
+        self._creations: Batcher[str, None] = Batcher(self._create_batch)
         self._lock_calls: Batcher[_LockCall, list[Event] | None] = Batcher(self._lock_batch)
 
     # ------------------------------------------------------------------ connections
@@ -294,14 +300,22 @@ class PostgresStore:
     # ------------------------------------------------------------------ sessions
 
     async def create_session(self, session_id: str | None = None) -> str:
-        """Create a session (a random id unless given) and return its id."""
+        """Create a session (a random id unless given) and return its id.
+
+        Sessions created while others are being created go in one statement and commit."""
         session_id = session_id or uuid.uuid4().hex
-        async with self._db() as db:
-            await db.execute(
-                "INSERT INTO sessions (id, created_at, active_at) VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING",
-                (session_id, now := time.time(), now),
-            )
+        self._same_loop()
+        await self._creations.submit(session_id)
         return session_id
+
+    async def _create_batch(self, sessions: list[str]) -> list[BaseException | None]:
+        now = time.time()
+        async with self._db() as db:
+            if len(sessions) == 1:  # scalar parameters: psycopg dumps a list at several times the cost
+                await db.execute(_CREATE, (sessions[0], now, now))
+            else:
+                await db.execute(_CREATE_MANY, (now, now, sessions))
+        return [None] * len(sessions)
 
     async def exists(self, session_id: str) -> bool:
         """Whether the session exists."""
