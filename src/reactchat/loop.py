@@ -106,11 +106,9 @@ class Loop:
 
     # ------------------------------------------------------------------ ways in
 
-    async def start(self, message: str) -> AsyncIterator[Event]:
+    def start(self, message: str) -> AsyncIterator[Event]:
         """Run a new turn for ``message``."""
-        yield await self.emit(UserEvent(text=message))
-        async for event in self.invoke():
-            yield event
+        return self.invoke(UserEvent(text=message))
 
     async def resume(self, pending: Pending, reply: str) -> AsyncIterator[Event]:
         """Continue a run that waits on ``pending`` with the user's ``reply`` as its observation.
@@ -140,8 +138,12 @@ class Loop:
 
     # ------------------------------------------------------------------ the loop
 
-    async def invoke(self) -> AsyncIterator[Event]:
-        """``steps``, traced as one ``invoke_agent`` span when OpenTelemetry is installed."""
+    async def invoke(self, opening: Event | None = None) -> AsyncIterator[Event]:
+        """``steps``, traced as one ``invoke_agent`` span when OpenTelemetry is installed;
+        ``opening`` (a new turn's message) is recorded first, before the span starts (one
+        generator per turn fewer than a ``start`` of its own around this one)."""
+        if opening is not None:
+            yield await self.emit(opening)
         self.trace = start_turn(self.agent.rsplit("/", 1)[-1], self.session, self.model.name, self.resumes)
         status: str = "interrupted"
         failure: BaseException | None = None
@@ -300,12 +302,17 @@ class Loop:
             pending = ()
             started = time.perf_counter()
             result: ToolResult | None = None
+            tool = self.tools.get(call.tool)
             try:
-                async for item in self.run_call(call):
-                    if isinstance(item, ToolResult):
-                        result = item
-                    else:
-                        yield item
+                if tool is None or not tool.streams:
+                    # a plain tool (or a call its guards refuse): awaited, no generator in between
+                    result = await self.execute(call)
+                else:
+                    async for item in self.run_call(call):
+                        if isinstance(item, ToolResult):
+                            result = item
+                        else:
+                            yield item
             except PauseForUser as pause:
                 if question is None and not waiting:
                     question = QuestionEvent(
@@ -318,7 +325,6 @@ class Loop:
                 waiting = True  # the nested run it started waits for the user: so does this one
                 continue
             yield await self.observe(call, result, time.perf_counter() - started)
-            tool = self.tools.get(call.tool)
             if tool is not None and tool.return_direct and not result.is_error and direct is None:
                 direct = result.text
         if question is None and not waiting and direct is not None:
