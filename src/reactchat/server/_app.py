@@ -347,7 +347,7 @@ def _session_routes(app: FastAPI, server: Server) -> None:
         if body.stream:
             return TurnStream(sse(feed, files_left))
         events, failure = await feed.events()
-        result = summary(session, events, failure)
+        result = summary(session, events, failure, feed.result)
         result["events"] = [json.loads(e.model_dump_json()) for e in events]
         if failure is not None and not isinstance(failure, asyncio.CancelledError):
             result["error"] = failure_event(session, failure).message

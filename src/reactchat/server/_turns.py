@@ -22,7 +22,8 @@ from reactchat.agent import Agent
 from reactchat.loop import SHUTDOWN
 from reactchat.messages import ErrorEvent, Event
 from reactchat.models import ModelError
-from reactchat.session import Outcome, Pending
+from reactchat.run import Run
+from reactchat.session import Outcome, Pending, RunResult
 from reactchat.usage import total
 
 log = logging.getLogger("reactchat.server")
@@ -50,10 +51,12 @@ class TurnFeed:
     writer sends a step's thought and action in one write instead of one each.
     """
 
-    __slots__ = ("_closed", "_fresh", "_items", "_waiter", "session")
+    __slots__ = ("_closed", "_fresh", "_items", "_waiter", "result", "session")
 
     def __init__(self, session: str) -> None:
         self.session = session
+        #: the run's result once it ended with one (what the ``end`` frame says, not folded again)
+        self.result: RunResult | None = None
         self._items: list[Item] = []
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
@@ -182,7 +185,7 @@ class Turns:
         run = agent.turn(message, session, reply_to=reply_to, output_type=output_schema, on_delta=feed.delta)
         # the whole turn runs in one task, its first event included: the request waits for that
         started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        task = asyncio.create_task(_pump(aiter(run), feed, started))
+        task = asyncio.create_task(_pump(run, feed, started))
         try:
             await started  # registered once it runs: a turn refused as busy must not hide the running one
         except asyncio.CancelledError as exc:  # the request was stopped: so is its turn, as before
@@ -223,7 +226,8 @@ class Turns:
                 await task
 
 
-async def _pump(stream: AsyncIterator[Event], feed: TurnFeed, started: asyncio.Future[None]) -> None:
+async def _pump(run: Run, feed: TurnFeed, started: asyncio.Future[None]) -> None:
+    stream = aiter(run)
     try:
         first = await anext(stream)
     except asyncio.CancelledError:
@@ -237,6 +241,7 @@ async def _pump(stream: AsyncIterator[Event], feed: TurnFeed, started: asyncio.F
     try:
         async for event in stream:
             feed.put(event)
+        feed.result = run.result
     except asyncio.CancelledError as exc:
         feed.put(exc)  # stopped (POST .../cancel): the run recorded the turn as cancelled
     except Exception as exc:
@@ -255,21 +260,30 @@ def failure_event(session: str, exc: BaseException) -> ErrorEvent:
     return ErrorEvent(session=session, kind="internal", message=message)
 
 
-def summary(session: str, events: list[Event], failure: BaseException | None = None) -> dict[str, Any]:
+def summary(
+    session: str, events: list[Event], failure: BaseException | None = None, result: RunResult | None = None
+) -> dict[str, Any]:
     """How a turn ended: ``status`` (done, waiting, stopped, cancelled, interrupted), answer,
-    question, usage; ``failure`` is what ended the turn early, if anything did."""
+    question, usage; ``failure`` is what ended the turn early, if anything did. ``result``:
+    the run's own result, when the run that made ``events`` ended with one (the turn's
+    outcome is then taken from it rather than folded again)."""
     last = events[-1].turn if events else 0
-    outcome = Outcome()
-    for event in events:
-        if event.turn == last:
-            outcome.add(event)
-    answer, pending = outcome.answer, outcome.pending
+    if result is None or failure is not None or result.turn != last:
+        outcome = Outcome()
+        for event in events:
+            if event.turn == last:
+                outcome.add(event)
+        status = _status(outcome, events, failure)
+        answer, reason = (outcome.answer.text, outcome.answer.reason) if outcome.answer else (None, "")
+        pending = outcome.pending
+    else:
+        status, answer, reason, pending = result.status, result.answer, result.reason, result.pending
     return {
         "session": session,
         "turn": last,
-        "status": _status(outcome, events, failure),
-        "answer": answer.text if answer else None,
-        "reason": answer.reason if answer else "",
+        "status": status,
+        "answer": answer,
+        "reason": reason,
         "question": pending.question if pending else None,
         "reply_to": pending.call_id if pending else None,
         "usage": total([e for e in events if e.turn == last]).to_dict(),
@@ -334,7 +348,7 @@ async def sse(feed: TurnFeed, extra: Callable[[], Awaitable[dict[str, Any]]] | N
                 events.append(item)
                 frames.append(event_frame(item))
         yield "".join(frames)
-    end = summary(feed.session, events, failure)
+    end = summary(feed.session, events, failure, feed.result)
     if extra is not None:
         end.update(await extra())
     yield Last(frame("end", json.dumps(end)))
