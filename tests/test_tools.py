@@ -215,3 +215,18 @@ def test_an_agent_owns_the_threads_of_its_sync_tools() -> None:
     agent = Agent(model=ScriptedModel(script), tools=[where], tool_threads=1)
     assert agent.run("where?").answer == "ok"
     assert agent.threads.threads == 1 and seen == {"reactchat-tool"}
+
+
+def test_a_tools_spec_is_made_once_and_again_when_the_tool_changes() -> None:
+    @tool
+    def lookup(word: str) -> str:
+        """Look a word up."""
+        return word
+
+    spec = lookup.spec
+    assert lookup.spec is spec  # every turn asks for it: not validated again
+    assert spec.input_schema == lookup.input_schema
+    lookup.description = "Look a word up in the glossary."
+    assert lookup.spec is not spec and lookup.spec.description == "Look a word up in the glossary."
+    lookup.input_schema = {"type": "object", "properties": {"term": {"type": "string"}}}
+    assert lookup.spec.input_schema == {"type": "object", "properties": {"term": {"type": "string"}}}

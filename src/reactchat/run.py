@@ -134,6 +134,8 @@ class Run:
         self.result: RunResult | None = None
         self._new = session is None
         self._on_delta = on_delta
+        #: the session as ``_look`` read it before the lock, if it read it
+        self._seen: SessionState | None = None
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._with_deltas() if self.deltas else self._events()
@@ -179,7 +181,8 @@ class Run:
             return []
         if self.message is not None and self.reply_to is None:
             seen = await store.events(self.session)
-            last = SessionState.from_events(self.session, seen).last
+            self._seen = SessionState.from_events(self.session, seen)
+            last = self._seen.last
             pending = last.pending if last else None
             self.reply_to = pending.call_id if pending else None
             return seen
@@ -196,7 +199,8 @@ class Run:
             if newer and self.reply_to is None:
                 raise SessionBusy(self.session, changed=True)
             events = seen + newer
-        state = SessionState.from_events(self.session, events)
+        # nothing new since the look: its state (its turns' outcomes already folded)
+        state = self._seen if self._seen is not None and not newer else SessionState.from_events(self.session, events)
         pending = state.last.pending if state.last else None
         if self.reply_to is not None and (pending is None or pending.call_id != self.reply_to):
             raise AlreadyAnswered(self.session, self.reply_to)
@@ -210,7 +214,7 @@ class Run:
         # an interrupted turn is finished first; a cancelled one only when asked (``resume``)
         if last is not None and (last.status == "interrupted" or (last.status == "cancelled" and self.message is None)):
             loop = await self._loop(state, last)
-            outcome = last.outcome
+            outcome = last.outcome.copy()  # folded on in ``_events``
             yield loop.recover(self._mine(last)), last, outcome
             if self.message is None or outcome.pending is not None:
                 return  # a question the sender has not seen comes first; the message is not recorded
@@ -222,7 +226,7 @@ class Run:
             return
         if pending is not None and last is not None:
             loop = await self._loop(state, last)
-            outcome = last.outcome
+            outcome = last.outcome.copy()  # folded on in ``_events``
             if pending.run == self.run_id and isinstance(loop, Loop):
                 replies = loop.resume(pending, self.message)
             else:

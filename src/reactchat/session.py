@@ -137,13 +137,21 @@ class Turn:
     index: int
     question: str
     events: list[Event] = field(default_factory=list)
+    #: ``outcome`` as last folded: the list it was folded from and how many of its events
+    _folded: tuple[Outcome, list[Event], int] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def outcome(self) -> Outcome:
-        """How the turn stands (see ``Outcome``)."""
-        outcome = Outcome()
-        for event in self.events:
+        """How the turn stands (see ``Outcome``; not to be changed: ``copy()`` it to fold
+        more). Folded once: events appended since are folded into it when asked again."""
+        folded = self._folded
+        if folded is not None and folded[1] is self.events and folded[2] <= len(self.events):
+            outcome, _, done = folded
+        else:
+            outcome, done = Outcome(), 0
+        for event in self.events[done:]:
             outcome.add(event)
+        self._folded = (outcome, self.events, len(self.events))
         return outcome
 
     @property

@@ -188,8 +188,18 @@ class Tool:
 
     @property
     def spec(self) -> ToolSpec:
-        """What the model is told about this tool."""
-        return ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)
+        """What the model is told about this tool: made once (every turn asks for it), and
+        made again if the tool's name, description or schema was replaced since."""
+        spec: ToolSpec | None = self.__dict__.get("_spec")
+        if (
+            spec is None
+            or spec.name != self.name
+            or spec.description != self.description
+            or self.__dict__.get("_spec_schema") is not self.input_schema
+        ):
+            spec = ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)
+            self.__dict__.update(_spec=spec, _spec_schema=self.input_schema)
+        return spec
 
     def validate(self, input: ToolInput) -> dict[str, Any]:
         """Turn the model's Action Input into validated keyword arguments.
