@@ -17,7 +17,15 @@ import pytest
 from durable_child import PlanModel, make_agent
 from durable_support import CHILD, effects_of, new_session, parse_child, run_child, stored
 from reactchat import Agent, AlreadyAnswered, RunResult, SessionBusy
-from reactchat.messages import ActionEvent, Event, ObservationEvent, QuestionEvent, ThoughtEvent, UserEvent
+from reactchat.messages import (
+    ActionEvent,
+    AnswerEvent,
+    Event,
+    ObservationEvent,
+    QuestionEvent,
+    ThoughtEvent,
+    UserEvent,
+)
 from reactchat.session import SessionState
 from reactchat.store import resolve_store
 
@@ -276,3 +284,17 @@ async def resume_when_free(agent: Agent, session: str, seconds: float = 5.0) -> 
         except SessionBusy:
             await asyncio.sleep(0.02)
     raise AssertionError(f"session {session} stayed busy after its process died")
+
+
+def test_a_turns_outcome_follows_events_appended_after_it_was_read() -> None:
+    # a turn's outcome is folded once and then only over the events added since
+    turn = SessionState.from_events(
+        "s", [UserEvent(turn=1, text="book it"), QuestionEvent(turn=1, call_id="c1", question="Which day?")]
+    ).turns[0]
+    assert turn.status == "waiting" and turn.pending is not None and turn.pending.question == "Which day?"
+    turn.events.append(UserEvent(turn=1, text="Monday"))
+    assert turn.status == "interrupted" and turn.pending is None
+    turn.events.append(AnswerEvent(turn=1, text="Booked for Monday."))
+    assert turn.status == "done" and turn.answer is not None and turn.answer.text == "Booked for Monday."
+    turn.events = turn.events[:2]  # another list: folded afresh
+    assert turn.status == "waiting"
