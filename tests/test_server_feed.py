@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 from reactchat.messages import ThoughtEvent
-from reactchat.server._turns import Clock, Delta, TurnFeed
+from reactchat.server._turns import Clock, Delta, Last, TurnFeed, TurnStream
 
 
 def thought(text: str) -> ThoughtEvent:
@@ -51,3 +52,28 @@ async def test_a_reader_that_stops_early_leaves_no_timer_behind() -> None:
     assert not Clock.running, "the clock stops with its last feed"
     await asyncio.sleep(0.15)
     assert feed._items == [], "no keepalive is queued once the reader is gone"
+
+
+async def test_a_turn_stream_ends_its_body_at_the_last_chunk_and_runs_its_frames_to_their_end() -> None:
+    # a generator left suspended after its last chunk would be closed by a task of the loop's
+    finished: list[bool] = []
+    sent: list[dict[str, object]] = []
+
+    async def frames() -> AsyncIterator[str]:
+        yield "event: user\n\n"
+        yield Last("event: end\n\n")
+        finished.append(True)
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    async def receive() -> dict[str, object]:
+        raise AssertionError("the stream does not read the request")
+
+    await TurnStream(frames())({"type": "http"}, receive, send)
+    assert finished == [True]
+    assert [(m["type"], m.get("body"), m.get("more_body")) for m in sent] == [
+        ("http.response.start", None, None),
+        ("http.response.body", b"event: user\n\n", True),
+        ("http.response.body", b"event: end\n\n", False),
+    ]

@@ -382,9 +382,12 @@ class TurnStream(Response):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+        ended = False
+        # followed to its end, past the ``Last`` chunk: an async generator left suspended
+        # is closed later by a task the event loop starts for it (one more task per turn)
         async for chunk in self.frames:
-            last = isinstance(chunk, Last)
-            await send({"type": "http.response.body", "body": chunk.encode(), "more_body": not last})
-            if last:
-                return
-        await send({"type": "http.response.body", "body": b"", "more_body": False})
+            if not ended:
+                ended = isinstance(chunk, Last)
+                await send({"type": "http.response.body", "body": chunk.encode(), "more_body": not ended})
+        if not ended:
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
