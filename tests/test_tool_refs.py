@@ -198,17 +198,17 @@ def test_ask_with_a_search_backend_missing_its_key(tmp_path: Path) -> None:
     assert done.returncode == 1 and "set BRAVE_API_KEY" in done.stderr
 
 
-@pytest.mark.parametrize(
-    ("model", "tools", "offered"),
-    [
-        ("local", None, False),  # the embedded default guesses addresses
-        ("local:gemma-270m", None, False),
-        ("local:smollm2-135m", None, False),
-        ("local", "reactchat.toolbox:fetch_url", True),  # asked for by name
-        ("local:/models/big.gguf", None, True),
-        ("openai:gpt-4o-mini", None, True),
-    ],
-)
+FETCH_URL_OFFERED = [
+    ("local", None, False),  # the embedded default guesses addresses
+    ("local:gemma-270m", None, False),
+    ("local:smollm2-135m", None, False),
+    ("local", "reactchat.toolbox:fetch_url", True),  # asked for by name
+    ("local:/models/big.gguf", None, True),
+    ("openai:gpt-4o-mini", None, True),
+]
+
+
+@pytest.mark.parametrize(("model", "tools", "offered"), FETCH_URL_OFFERED)
 def test_the_command_offers_fetch_url_except_to_the_embedded_models(
     model: str, tools: str | None, offered: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -221,3 +221,22 @@ def test_the_command_offers_fetch_url_except_to_the_embedded_models(
     found, reads_links = command_tools(model, tools)
     assert reads_links  # the web extra is part of the test environment: links are read either way
     assert found[0] is calculator and found.count(fetch_url) == int(offered)
+
+
+@pytest.mark.parametrize(("model", "tools", "offered"), FETCH_URL_OFFERED)
+def test_the_server_offers_fetch_url_as_the_command_does(
+    model: str, tools: str | None, offered: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from reactchat._tool_refs import configured_tools
+    from reactchat.server import ServerConfig, default_agent
+    from reactchat.store.memory import MemoryStore
+    from reactchat.toolbox import fetch_url
+
+    monkeypatch.delenv("REACTCHAT_SEARCH", raising=False)
+    monkeypatch.delenv("REACTCHAT_MCP", raising=False)
+    # what ``reactchat serve`` (and ``app_from_env``) puts in the config
+    config = ServerConfig(model=model, tools=configured_tools(tools))
+    agent = default_agent(config, MemoryStore())
+    assert [tool.name for tool in agent.tools].count("fetch_url") == int(offered)
+    assert len(agent.hooks.new_message) == 1  # links in messages are read either way
+    assert fetch_url in config.tools  # the configuration itself is left as it was

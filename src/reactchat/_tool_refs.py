@@ -12,13 +12,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from reactchat.errors import ConfigError
 from reactchat.tools import Tool, Toolset
-
-if TYPE_CHECKING:
-    from reactchat.agent import Agent
 
 #: the environment variable for ``--tools``
 ENV_TOOLS = "REACTCHAT_TOOLS"
@@ -77,12 +74,26 @@ def configured_tools(tools: str | None = None, mcp: str | None = None) -> list[A
     return found
 
 
-def read_links_if_fetching(agent: Agent) -> None:
-    """Links in messages are read like ``fetch_url`` calls when the agent has ``fetch_url``."""
-    from reactchat.toolbox import fetch_url, read_links_in_messages
+def offered_tools(model: object, tools: list[Any]) -> tuple[list[Any], bool]:
+    """The tools of ``reactchat ask``, ``chat`` and ``serve`` as offered to ``model``, and
+    whether links in the user's messages are read (``fetch_url`` is among ``tools``).
 
-    if fetch_url in agent.tools:
-        read_links_in_messages(agent)
+    The embedded models (``local``, ``local:gemma-270m``, ``local:smollm2-135m``; a spec,
+    not a ``Model`` object) are not
+    offered the ``fetch_url`` that ``configured_tools`` adds for the ``web`` extra (the
+    last one): they guess addresses for questions that need none (docs/local-model.md).
+    Their links are still read, and naming the tool (``--tools
+    reactchat.toolbox:fetch_url``) offers it anyway.
+    """
+    from reactchat.models._embedded import EMBEDDED
+    from reactchat.toolbox import fetch_url
+
+    found = list(tools)
+    fetching = fetch_url in found
+    kind, _, name = model.partition(":") if isinstance(model, str) else ("", "", "")
+    if fetching and kind == "local" and (not name or name in EMBEDDED):
+        del found[len(found) - 1 - found[::-1].index(fetch_url)]
+    return found, fetching
 
 
 async def close_tools(tools: list[Any]) -> None:

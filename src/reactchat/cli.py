@@ -138,24 +138,13 @@ def _describe(event: Event) -> str | None:
 
 
 def command_tools(model: str, tools: str | None = None, mcp: str | None = None) -> tuple[list[Any], bool]:
-    """The tools ``reactchat ask`` and ``chat`` give the agent, and whether links in the
-    user's messages are read into the session's files (the ``web`` extra is installed).
+    """The tools ``reactchat ask`` and ``chat`` give the agent (the calculator and the
+    configured tools, as ``offered_tools`` offers them to ``model``), and whether links in
+    the user's messages are read (the ``web`` extra is installed)."""
+    from reactchat._tool_refs import configured_tools, offered_tools
+    from reactchat.toolbox import calculator
 
-    The calculator and the configured tools (``configured_tools``), except the
-    ``fetch_url`` added for the ``web`` extra on the embedded models: they guess
-    addresses for questions that need none (docs/local-model.md). Their links are still
-    read, and ``--tools reactchat.toolbox:fetch_url`` offers the tool anyway.
-    """
-    from reactchat._tool_refs import configured_tools
-    from reactchat.models._embedded import EMBEDDED
-    from reactchat.toolbox import calculator, fetch_url
-
-    found = [calculator, *configured_tools(tools, mcp)]
-    fetching = fetch_url in found
-    kind, _, name = model.partition(":")
-    if fetching and kind == "local" and (not name or name in EMBEDDED):
-        del found[len(found) - 1 - found[::-1].index(fetch_url)]  # the one added last, for the extra
-    return found, fetching
+    return offered_tools(model, [calculator, *configured_tools(tools, mcp)])
 
 
 def build_agent(args: argparse.Namespace) -> object:

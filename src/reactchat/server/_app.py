@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from reactchat._tool_refs import close_tools, read_links_if_fetching
+from reactchat._tool_refs import close_tools, offered_tools
 from reactchat.agent import Agent
 from reactchat.report import turn_view
 from reactchat.retention import expire_sessions
@@ -209,17 +209,21 @@ def create_app(
 
 def default_agent(config: ServerConfig, store: Store) -> Agent:
     """The agent of ``reactchat serve``: the configured model, a calculator, ask_user and
-    ``config.tools`` (``create_app`` adds the uploaded files' ``search_files``)."""
-    from reactchat.toolbox import calculator
+    ``config.tools`` as ``offered_tools`` offers them to the model (``create_app`` adds the
+    uploaded files' ``search_files``); links in messages are read when ``fetch_url`` is
+    among ``config.tools``."""
+    from reactchat.toolbox import calculator, read_links_in_messages
 
+    tools, fetching = offered_tools(config.model, [calculator, *config.tools])
     agent = Agent(
         model=config.model,
-        tools=[calculator, *config.tools],
+        tools=tools,
         protocol=config.protocol,
         max_steps=config.max_steps,
         store=store,
     )
-    read_links_if_fetching(agent)
+    if fetching:
+        read_links_in_messages(agent)
     return agent
 
 
