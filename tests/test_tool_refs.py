@@ -208,32 +208,34 @@ FETCH_URL_OFFERED = [
 ]
 
 
+@pytest.fixture
+def no_tools_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the tools a test names (and the web extra's ``fetch_url``), none from the environment."""
+    for name in ("REACTCHAT_TOOLS", "REACTCHAT_SEARCH", "REACTCHAT_MCP"):
+        monkeypatch.delenv(name, raising=False)
+
+
 @pytest.mark.parametrize(("model", "tools", "offered"), FETCH_URL_OFFERED)
+@pytest.mark.usefixtures("no_tools_from_env")
 def test_the_command_offers_fetch_url_except_to_the_embedded_models(
-    model: str, tools: str | None, offered: bool, monkeypatch: pytest.MonkeyPatch
+    model: str, tools: str | None, offered: bool
 ) -> None:
     from reactchat.cli import command_tools
     from reactchat.toolbox import calculator, fetch_url
 
-    monkeypatch.delenv("REACTCHAT_TOOLS", raising=False)
-    monkeypatch.delenv("REACTCHAT_SEARCH", raising=False)
-    monkeypatch.delenv("REACTCHAT_MCP", raising=False)
     found, reads_links = command_tools(model, tools)
     assert reads_links  # the web extra is part of the test environment: links are read either way
     assert found[0] is calculator and found.count(fetch_url) == int(offered)
 
 
 @pytest.mark.parametrize(("model", "tools", "offered"), FETCH_URL_OFFERED)
-def test_the_server_offers_fetch_url_as_the_command_does(
-    model: str, tools: str | None, offered: bool, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@pytest.mark.usefixtures("no_tools_from_env")
+def test_the_server_offers_fetch_url_as_the_command_does(model: str, tools: str | None, offered: bool) -> None:
     from reactchat._tool_refs import configured_tools
     from reactchat.server import ServerConfig, default_agent
     from reactchat.store.memory import MemoryStore
     from reactchat.toolbox import fetch_url
 
-    monkeypatch.delenv("REACTCHAT_SEARCH", raising=False)
-    monkeypatch.delenv("REACTCHAT_MCP", raising=False)
     # what ``reactchat serve`` (and ``app_from_env``) puts in the config
     config = ServerConfig(model=model, tools=configured_tools(tools))
     agent = default_agent(config, MemoryStore())
