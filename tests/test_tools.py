@@ -11,9 +11,12 @@ import pytest
 from pydantic import BaseModel
 
 from reactchat import Agent, RunContext, ScriptedModel, tool
+from reactchat.messages import SystemMessage
+from reactchat.packs import get_pack
+from reactchat.react import _instructions, _ToolSet
 from reactchat.threads import ToolThreads
 from reactchat.toolbox import CalculatorError, calculator, evaluate
-from reactchat.tools import ToolInputError, ToolTimeout
+from reactchat.tools import Tool, ToolInputError, ToolTimeout
 
 
 @tool
@@ -230,3 +233,36 @@ def test_a_tools_spec_is_made_once_and_again_when_the_tool_changes() -> None:
     assert lookup.spec is not spec and lookup.spec.description == "Look a word up in the glossary."
     lookup.input_schema = {"type": "object", "properties": {"term": {"type": "string"}}}
     assert lookup.spec.input_schema == {"type": "object", "properties": {"term": {"type": "string"}}}
+
+
+def test_the_prompt_lists_a_tool_as_it_is_now_and_is_made_once_per_tool_set() -> None:
+    @tool
+    def lookup(word: str) -> str:
+        """Look a word up."""
+        return word
+
+    agent = Agent(model=ScriptedModel([]), tools=[lookup], ask_user=False)
+
+    def system(*tools: Tool, language: str = "en") -> str:
+        specs = [t.spec for t in tools]
+        prompt = agent.transcript(specs, [], "q").request().messages[0]
+        assert isinstance(prompt, SystemMessage)
+        # the same text as the instructions made afresh, uncached
+        fresh = _instructions.__wrapped__(_ToolSet(get_pack(language), specs, False))
+        assert prompt.content == fresh
+        return prompt.content
+
+    first = system(lookup)
+    assert system(lookup) is first  # the same tool set: made once
+    assert "lookup: Look a word up." in first and '"word": string' in first
+    lookup.description = "Look a word up in the glossary."
+    assert "lookup: Look a word up in the glossary." in system(lookup)
+    lookup.input_schema = {"type": "object", "properties": {"term": {"type": "string"}}}
+    assert '"term": string' in system(lookup) and '"word"' not in system(lookup)
+    lookup.name = "glossary"
+    assert "glossary: Look a word up in the glossary." in system(lookup) and "lookup" not in system(lookup)
+    both = system(lookup, calculator)
+    assert "glossary:" in both and "calculator:" in both
+    english = system(lookup)
+    agent.pack = get_pack("fr")
+    assert system(lookup, language="fr") != english  # another pack, another key

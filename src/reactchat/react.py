@@ -43,6 +43,7 @@ from reactchat.messages import (
     ToolInput,
     ToolSpec,
     UserMessage,
+    trusted,
 )
 from reactchat.packs import EN_CORRECTIONS, PromptPack, get_pack
 
@@ -400,9 +401,11 @@ class ReactTranscript:
         labels = pack.labels
         self._thought = f"{labels.thought}:"
         self._observation = f"{labels.observation}:"
-        instructions = _instructions(pack, tools, self.tool_names, few_shot)
-        self.system = SystemMessage(content=f"{system}\n\n{instructions}" if system else instructions)
-        self.user = UserMessage(content=_question_block(pack, history, question))
+        instructions = _instructions(_ToolSet(pack, tools, few_shot))
+        # text made here: not validated again
+        content = f"{system}\n\n{instructions}" if system else instructions
+        self.system = trusted(SystemMessage, {"role": "system", "content": content})
+        self.user = trusted(UserMessage, {"role": "user", "content": _question_block(pack, history, question)})
         self.stop = [f"\n{labels.observation}:", f"\n{labels.observation} :"]
         self._chunks: list[str] = []
         #: observations that may still be elided: call id (or correction key) → chunk index
@@ -511,12 +514,37 @@ class ReactTranscript:
         return decision.answer if isinstance(decision, FinalAnswer) else text
 
 
-def _instructions(pack: PromptPack, tools: list[ToolSpec], tool_names: str, few_shot: bool) -> str:
-    lines = []
-    for spec in tools:
+class _ToolSet:
+    """What the instructions are made of: a pack, the tools' specs and ``few_shot``.
+
+    Equal to another when the pack is the same object and each tool has the same name,
+    description and schema object: a tool whose name, description or schema was replaced
+    has a new spec (``Tool.spec``), so a new key. The key keeps its schemas alive, so their
+    ids in it name no other object while it is cached.
+    """
+
+    __slots__ = ("few_shot", "key", "pack", "tools")
+
+    def __init__(self, pack: PromptPack, tools: list[ToolSpec], few_shot: bool) -> None:
+        self.pack, self.tools, self.few_shot = pack, tuple(tools), few_shot
+        self.key = (id(pack), few_shot, *[(t.name, t.description, id(t.input_schema)) for t in tools])
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _ToolSet) and self.key == other.key
+
+
+@lru_cache(maxsize=128)
+def _instructions(tool_set: _ToolSet) -> str:
+    """The system prompt's instructions and tool list (made once per tool set: every turn asks)."""
+    pack, lines = tool_set.pack, []
+    for spec in tool_set.tools:
         description = " ".join(spec.description.split())
         lines.append(f"{spec.name}: {description}\n  {_input_lines(spec.input_schema)}")
-    example = pack.example_block() if few_shot else ""
+    tool_names = ", ".join(t.name for t in tool_set.tools)
+    example = pack.example_block() if tool_set.few_shot else ""
     return pack.instructions.format(
         tools="\n".join(lines), tool_names=tool_names, example=example, **pack.labels.model_dump()
     )
