@@ -23,6 +23,12 @@ stretch of a shared machine falls on every row alike). ``--idle N`` first fills 
 of one finished turn each, which no client touches. The server's memory is also sampled
 during the run: ``peak`` is the highest RSS above the warmed-up server, per session.
 
+``--trace DIR`` records every turn (which session, which of its turns, when it was sent,
+its latency), every garbage collection of the servers and their event loops' lateness
+(probed every 5 ms), the load generator's own lateness too, and prints what the slowest
+2 % of the turns overlapped. The app runs with the collector ``reactchat serve`` sets up
+(``server/_gc.py``; ``REACTCHAT_GC_THRESHOLD=default`` for the interpreter's).
+
 ``BENCH_PROFILE=out.prof`` profiles the server's event loop thread with cProfile, in CPU
 time and from the end of the warm-up on.
 """
@@ -90,7 +96,58 @@ def bench_app() -> Any:
     fields = {field.name for field in dataclasses.fields(ServerConfig)}
     unlimited = {"max_new_sessions": None} if "max_new_sessions" in fields else {}
     config = ServerConfig(model="bench", store=os.environ.get("REACTCHAT_DB", "memory:"), **unlimited)
-    return create_app(lambda store: Agent(model=StepModel(delay), tools=[calculator], store=store), config=config)
+    app = create_app(lambda store: Agent(model=StepModel(delay), tools=[calculator], store=store), config=config)
+    with contextlib.suppress(ImportError):  # as reactchat serve does (a --before checkout may not)
+        from reactchat.server._gc import settle_collector
+
+        settle_collector()
+    return trace_server(os.environ["BENCH_TRACE"], app) if os.environ.get("BENCH_TRACE") else app
+
+
+def trace_server(path: str, app: Any) -> Any:
+    """Record every garbage collection (start, duration, generation) and the event loop's lateness.
+
+    Written to ``path`` (JSON lines, ``time.monotonic()`` seconds, comparable with the load
+    generator's) when the process exits.
+    """
+    import atexit
+    import gc
+
+    records: list[list[Any]] = []
+    started: list[float] = [0.0]
+
+    def collected(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            started[0] = time.monotonic()
+        else:
+            now = time.monotonic()
+            records.append(["gc", started[0], now - started[0], info["generation"], info["collected"]])
+
+    gc.callbacks.append(collected)
+
+    async def ticking() -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(TICK)
+            records.append(["lag", before, time.monotonic() - before - TICK])
+
+    def write() -> None:
+        with open(path, "a") as out:
+            out.writelines(json.dumps(r) + "\n" for r in records)
+
+    atexit.register(write)
+    ticker: list[asyncio.Task[None]] = []
+
+    async def traced(scope: Any, receive: Any, send: Any) -> None:
+        if not ticker:  # the first call (lifespan's start-up) runs on the server's loop
+            ticker.append(asyncio.get_running_loop().create_task(ticking()))
+        await app(scope, receive, send)
+
+    return traced
+
+
+#: seconds between two ticks of a lateness probe (server and load generator)
+TICK = 0.005
 
 
 #: uvicorn under cProfile counting the event loop thread's CPU time (not wall time: on a
@@ -181,13 +238,14 @@ class Connection:
             await self.writer.wait_closed()
 
 
-async def one_session(port: int, turns: int, latencies: list[float], firsts: list[float]) -> None:
+async def one_session(port: int, turns: int, index: int, records: list[Turn]) -> None:
     conn = Connection("127.0.0.1", port)
     try:
         status, body = await conn.request("POST", "/v1/sessions")
         session = json.loads(b"".join([piece async for piece in body]))["session"]
         for i in range(turns):
             started = time.perf_counter()
+            at = time.monotonic()
             first = None
             status, body = await conn.request("POST", f"/v1/sessions/{session}/messages", {"message": f"turn {i}"})
             received = b""
@@ -199,10 +257,21 @@ async def one_session(port: int, turns: int, latencies: list[float], firsts: lis
             end = json.loads(received.rsplit(b"event: end\ndata: ", 1)[1])
             if end["status"] != "done":
                 raise RuntimeError(f"turn ended badly: {end}")
-            latencies.append(time.perf_counter() - started)
-            firsts.append(first or 0.0)
+            records.append(Turn(index, i, port, at, time.perf_counter() - started, first or 0.0))
     finally:
         await conn.close()
+
+
+@dataclasses.dataclass
+class Turn:
+    """One turn as the load generator saw it (``at``: ``time.monotonic()`` when it was sent)."""
+
+    session: int
+    turn: int
+    port: int
+    at: float
+    latency: float
+    first: float
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -210,22 +279,46 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
-async def load(ports: list[int], sessions: int, turns: int) -> tuple[float, list[float], list[float]]:
-    """Run ``sessions`` clients at once, spread over the servers; wall time and per-turn latencies."""
-    latencies: list[float] = []
-    firsts: list[float] = []
+async def load(
+    ports: list[int], sessions: int, turns: int, lateness: list[list[float]] | None = None
+) -> tuple[float, list[Turn]]:
+    """Run ``sessions`` clients at once, spread over the servers; wall time and the turns.
+
+    ``lateness``: when given, the load generator's own event loop lateness is probed every
+    ``TICK`` seconds and recorded there as ``[when, seconds late]``.
+    """
+    records: list[Turn] = []
     started = time.perf_counter()
-    clients = (one_session(ports[i % len(ports)], turns, latencies, firsts) for i in range(sessions))
-    await asyncio.gather(*clients)
-    return time.perf_counter() - started, latencies, firsts
+    clients = (one_session(ports[i % len(ports)], turns, i, records) for i in range(sessions))
+    probe = asyncio.ensure_future(late(lateness)) if lateness is not None else None
+    try:
+        await asyncio.gather(*clients)
+    finally:
+        if probe is not None:
+            probe.cancel()
+    return time.perf_counter() - started, records
 
 
-def start_server(db: str, latency: float, code: str | None = None) -> tuple[subprocess.Popen[bytes], int]:
-    """One uvicorn process on a free loopback port, once it answers; ``code``: a checkout whose src to run."""
+async def late(lateness: list[list[float]]) -> None:
+    while True:
+        before = time.monotonic()
+        await asyncio.sleep(TICK)
+        lateness.append([before, time.monotonic() - before - TICK])
+
+
+def start_server(
+    db: str, latency: float, code: str | None = None, trace: str | None = None
+) -> tuple[subprocess.Popen[bytes], int]:
+    """One uvicorn process on a free loopback port, once it answers.
+
+    ``code``: a checkout whose src to run; ``trace``: a file for its collections and lateness.
+    """
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
     env = {**os.environ, "BENCH_LATENCY": str(latency), "REACTCHAT_DB": db}
+    if trace is not None:
+        env["BENCH_TRACE"] = trace
     if code is not None:
         env["PYTHONPATH"] = str(Path(code).resolve() / "src")
     profile = ["-c", PROFILED, os.environ["BENCH_PROFILE"]] if os.environ.get("BENCH_PROFILE") else ["-m", "uvicorn"]
@@ -279,7 +372,11 @@ def measure(args: argparse.Namespace, code: str | None = None) -> dict[str, Any]
     if db.startswith(("postgresql:", "postgres:")):  # its backends are told apart by their application name
         database = f"server_load_{uuid.uuid4().hex[:8]}"
         db = f"{db}{'&' if '?' in db else '?'}application_name={database}"
-    servers = [start_server(db, args.latency, code) for _ in range(args.workers)]
+    trace = Path(args.trace) if args.trace else None
+    if trace is not None:
+        trace.mkdir(parents=True, exist_ok=True)
+    traces = [str(trace / f"server-{i}.jsonl") if trace else None for i in range(args.workers)]
+    servers = [start_server(db, args.latency, code, traces[i]) for i in range(args.workers)]
     ports = [port for _, port in servers]
     pids = [server.pid for server, _ in servers]
     try:
@@ -290,7 +387,8 @@ def measure(args: argparse.Namespace, code: str | None = None) -> dict[str, Any]
         rss_before, cpu_before = sum(map(rss_kib, pids)), sum(map(cpu_seconds, pids))
         db_before = backends_cpu(args.db, database)
         client_before = time.process_time()
-        (wall, latencies, firsts), peak = asyncio.run(sampled(pids, load(ports, args.sessions, args.turns)))
+        lateness: list[list[float]] | None = [] if trace else None
+        (wall, turns), peak = asyncio.run(sampled(pids, load(ports, args.sessions, args.turns, lateness)))
         client_cpu = time.process_time() - client_before
         rss_after, cpu_after = sum(map(rss_kib, pids)), sum(map(cpu_seconds, pids))
         db_after = backends_cpu(args.db, database)
@@ -299,6 +397,12 @@ def measure(args: argparse.Namespace, code: str | None = None) -> dict[str, Any]
             server.send_signal(signal.SIGINT)  # like Ctrl-C: a profiled server writes its profile
         for server, _ in servers:
             server.wait(10)
+    if trace is not None:
+        with open(trace / "client.jsonl", "w") as out:
+            out.writelines(json.dumps(["turn", *dataclasses.astuple(t)]) + "\n" for t in turns)
+            out.writelines(json.dumps(["lag", *late]) + "\n" for late in lateness or [])
+        tails(trace, ports)
+    latencies = [t.latency for t in turns]
     total = args.sessions * args.turns
     ideal_turn = STEPS * args.latency
     ideal_rate = args.sessions / ideal_turn
@@ -315,7 +419,7 @@ def measure(args: argparse.Namespace, code: str | None = None) -> dict[str, Any]
         "turn_p50_ms": round(1000 * statistics.median(latencies), 1),
         "turn_p99_ms": round(1000 * percentile(latencies, 99), 1),
         "ideal_turn_ms": round(1000 * ideal_turn, 1),
-        "first_event_p50_ms": round(1000 * statistics.median(firsts), 1),
+        "first_event_p50_ms": round(1000 * statistics.median(t.first for t in turns), 1),
         "server_rss_growth_kib_per_session": round((rss_after - rss_before) / args.sessions, 1),
         "server_rss_peak_kib_per_session": round((peak - rss_before) / args.sessions, 1),
         "idle_sessions": args.idle,
@@ -326,6 +430,77 @@ def measure(args: argparse.Namespace, code: str | None = None) -> dict[str, Any]
         "db_cpu_ms_per_turn": round(1000 * sum(t - db_before.get(p, 0.0) for p, t in db_after.items()) / total, 2),
         "load_average": round(os.getloadavg()[0], 1),
     }
+
+
+def tails(trace: Path, ports: list[int]) -> None:
+    """What the slowest turns overlapped: the servers' collections and lateness, the load generator's."""
+    turns: list[Turn] = []
+    client_lag: list[list[float]] = []
+    for line in (trace / "client.jsonl").read_text().splitlines():
+        kind, *rest = json.loads(line)
+        (turns.append(Turn(*rest)) if kind == "turn" else client_lag.append(rest))
+    gcs: dict[int, list[list[float]]] = {port: [] for port in ports}
+    server_lag: dict[int, list[list[float]]] = {port: [] for port in ports}
+    for i, port in enumerate(ports):
+        with contextlib.suppress(FileNotFoundError):
+            for line in (trace / f"server-{i}.jsonl").read_text().splitlines():
+                kind, *rest = json.loads(line)
+                (gcs if kind == "gc" else server_lag)[port].append(rest)
+    begin = min(t.at for t in turns)
+    end = max(t.at + t.latency for t in turns)
+
+    def within(records: list[list[float]], t: Turn) -> list[list[float]]:
+        return [r for r in records if r[0] < t.at + t.latency and r[0] + max(r[1], 0.0) > t.at]
+
+    def describe(t: Turn) -> str:
+        pauses = within(gcs[t.port], t)
+        by_generation = [sum(r[1] for r in pauses if r[2] == g) * 1000 for g in (0, 1, 2)]
+        slow_server = max((r[1] for r in within(server_lag[t.port], t)), default=0.0) * 1000
+        slow_client = max((r[1] for r in within(client_lag, t)), default=0.0) * 1000
+        return (
+            f"session {t.session:3d} turn {t.turn + 1} port {t.port} at {t.at - begin:6.3f} s: "
+            f"{t.latency * 1000:6.1f} ms "
+            f"(first event {t.first * 1000:6.1f}); server gc ms gen0/1/2 "
+            f"{by_generation[0]:5.1f}/{by_generation[1]:5.1f}/{by_generation[2]:5.1f}, "
+            f"server late max {slow_server:5.1f} ms, client late max {slow_client:5.1f} ms"
+        )
+
+    ordered = sorted(turns, key=lambda t: t.latency)
+    cut = percentile([t.latency for t in turns], 99)
+    print(f"trace {trace}: {len(turns)} turns over {end - begin:.2f} s, p99 {cut * 1000:.1f} ms; the slowest 2 %:")
+    for t in ordered[-max(1, len(turns) // 50) :][::-1]:
+        print("  " + describe(t))
+    print(f"  the median turn: {describe(ordered[len(ordered) // 2])}")
+    by_turn = {i: statistics.median(t.latency for t in turns if t.turn == i) * 1000 for i in {t.turn for t in turns}}
+    print("  median latency by turn of the session (ms): " + ", ".join(f"{i + 1}: {v:.0f}" for i, v in by_turn.items()))
+    for port in ports:
+        during = [r for r in gcs[port] if begin <= r[0] <= end]
+        pauses = [r[1] * 1000 for r in during]
+        if pauses:
+            print(
+                f"  port {port} collections: {len(pauses)}, {sum(pauses):.1f} ms in all "
+                f"({sum(pauses) / len(turns) * len(ports):.3f} ms per turn), longest {max(pauses):.1f} ms"
+            )
+        for g in (0, 1, 2):
+            pauses = [r[1] * 1000 for r in during if r[2] == g]
+            if pauses:
+                print(
+                    f"  port {port} gen {g}: {len(pauses)} collections, {sum(pauses):.1f} ms in all, "
+                    f"longest {max(pauses):.1f} ms"
+                )
+        for r in during:
+            if r[2] == 2:
+                print(f"  port {port}: gen-2 collection at {r[0] - begin:.3f} s took {r[1] * 1000:.1f} ms")
+        print(f"  port {port} event loop late: {spread([r[1] for r in server_lag[port] if begin <= r[0] <= end])}")
+    print(f"  load generator's event loop late: {spread([r[1] for r in client_lag])}")
+
+
+def spread(lateness: list[float]) -> str:
+    """p50, p99 and the largest of lateness figures (seconds), in ms."""
+    if not lateness:
+        return "not measured"
+    ms = sorted(late * 1000 for late in lateness)
+    return f"p50 {ms[len(ms) // 2]:.1f} ms, p99 {percentile(ms, 99):.1f}, max {ms[-1]:.1f}"
 
 
 def report(r: dict[str, Any], db: str) -> None:
@@ -358,6 +533,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="with --matrix: runs of each row (medians shown)")
     parser.add_argument("--postgres", default=os.environ.get("REACTCHAT_TEST_POSTGRES", DEFAULT_POSTGRES))
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
+    parser.add_argument("--trace", help="a directory: per-turn records, the servers' collections and lateness")
     args = parser.parse_args()
     if args.matrix:
         matrix(args)
@@ -384,7 +560,8 @@ def matrix(args: argparse.Namespace) -> None:
         for i in range(args.rounds):
             for label, db, workers in stores:
                 for code_name, code in codes if i % 2 == 0 else codes[::-1]:
-                    result = measure_fresh(args, db, workers, tmp, code)
+                    trace = f"{args.trace}/round{i + 1}-{db}{workers}-{code_name}" if args.trace else None
+                    result = measure_fresh(argparse.Namespace(**{**vars(args), "trace": trace}), db, workers, tmp, code)
                     runs.setdefault((label, code_name), []).append(result)
                     print(
                         f"done: round {i + 1}, {label} {code_name} (load average {result['load_average']})",
