@@ -10,6 +10,7 @@ from fastapi import FastAPI
 from reactchat.retention import retention_from_env
 from reactchat.server._app import create_app
 from reactchat.server._config import ServerConfig, check_exposure, load_users
+from reactchat.server._gc import settle_collector
 from reactchat.store import store_url
 
 
@@ -43,6 +44,7 @@ def serve(
         config.allowed_hosts = (*config.allowed_hosts, host)
     config.model, config.store, config.tools = model, store_url(db), list(tools or [])
     app = create_app(config)
+    settle_collector()  # the collector of a serving process (server/_gc.py)
     uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
 
 
@@ -71,7 +73,8 @@ def app_from_env() -> FastAPI:
     ``REACTCHAT_DB`` (store URL or SQLite path; default ``reactchat.store.default_db()``),
     ``REACTCHAT_MODEL`` (default ``local``),
     ``REACTCHAT_TOKEN`` or ``REACTCHAT_TOKEN_FILE``, ``REACTCHAT_ALLOWED_HOSTS``,
-    ``REACTCHAT_TOOLS``, ``REACTCHAT_MCP``, ``REACTCHAT_SEARCH``, ``REACTCHAT_RETENTION_DAYS``. The rule of ``reactchat
+    ``REACTCHAT_TOOLS``, ``REACTCHAT_MCP``, ``REACTCHAT_SEARCH``, ``REACTCHAT_RETENTION_DAYS``,
+    ``REACTCHAT_GC_THRESHOLD`` (the collector of a serving process: see ``server/_gc.py``). The rule of ``reactchat
     serve`` holds: set ``REACTCHAT_HOST`` to the address uvicorn listens on and a
     non-loopback one without a token is refused here; whatever the address, an app without
     a token answers only clients on this machine. Workers sharing a PostgreSQL store serve
@@ -83,4 +86,6 @@ def app_from_env() -> FastAPI:
     host = os.environ.get("REACTCHAT_HOST", "127.0.0.1")
     check_exposure(host, config.token, config.users)
     config.tools = configured_tools()
-    return create_app(config)
+    app = create_app(config)
+    settle_collector()
+    return app
