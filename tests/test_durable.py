@@ -298,3 +298,78 @@ def test_a_turns_outcome_follows_events_appended_after_it_was_read() -> None:
     assert turn.status == "done" and turn.answer is not None and turn.answer.text == "Booked for Monday."
     turn.events = turn.events[:2]  # another list: folded afresh
     assert turn.status == "waiting"
+
+
+async def test_a_new_turn_reads_its_last_turn_whole_and_the_history_of_the_others(store_url: str) -> None:
+    # what a turn reads before it starts gives the same history and the same last turn as the
+    # whole session, through cancelled, resumed, answered and nested turns; and where the store
+    # reads less, the lock's read after it starts right after the session's last event
+    from reactchat.run import turn_events
+
+    store = resolve_store(store_url)
+    session = await store.create_session()
+
+    def turn(index: int, *events: Event) -> list[Event]:
+        for event in events:
+            event.__dict__.update(session=session, turn=index)
+        return list(events)
+
+    def step(call: str, tool: str = "lookup", run: str = "") -> list[Event]:
+        return [
+            ThoughtEvent(text="I look it up.", run=run),
+            ActionEvent(call_id=call, tool=tool, input={"q": call}, run=run),
+            ObservationEvent(call_id=call, tool=tool, text=f"found {call}", run=run),
+        ]
+
+    log = [
+        turn(1, UserEvent(text="first?"), *step("a"), AnswerEvent(text="one")),
+        turn(2, UserEvent(text="second?"), *step("b"), AnswerEvent(text="", status="cancelled", reason="cancelled")),
+        # cancelled, then resumed and cut off: no answer to remember
+        turn(3, UserEvent(text="third?"), AnswerEvent(text="", status="cancelled"), *step("c")),
+        # cancelled, then resumed to an answer; a sub-agent's answer is not the turn's
+        turn(
+            4,
+            UserEvent(text="fourth?"),
+            AnswerEvent(text="", status="cancelled"),
+            *step("d", "helper"),
+            AnswerEvent(text="inner", run="r1"),
+            AnswerEvent(text="four"),
+        ),
+        # an ask_user question answered by the user, then the answer
+        turn(
+            5,
+            UserEvent(text="fifth?"),
+            ThoughtEvent(text="I ask."),
+            ActionEvent(call_id="e", tool="ask_user", input={"question": "which?"}),
+            QuestionEvent(call_id="e", question="which?"),
+            UserEvent(text="this one"),
+            ObservationEvent(call_id="e", tool="ask_user", text="this one"),
+            AnswerEvent(text="five"),
+        ),
+        # the last turn waits on a question
+        turn(
+            6,
+            UserEvent(text="sixth?"),
+            *step("f"),
+            ThoughtEvent(text="I ask."),
+            ActionEvent(call_id="g", tool="ask_user", input={"question": "when?"}),
+            QuestionEvent(call_id="g", question="when?"),
+        ),
+    ]
+    for events in log:
+        await store.append(*events)
+    everything = await store.events(session)
+    read, since = await turn_events(store, session)
+    assert since == len(everything) and read[-1] == everything[-1]
+    assert await store.events(session, since=since) == []
+    whole, seen = SessionState.from_events(session, everything), SessionState.from_events(session, read)
+    questions = ["first?", "second?", "third?", "fourth?", "fifth?", "sixth?"]
+    assert [t.question for t in seen.turns] == [t.question for t in whole.turns] == questions
+    assert seen.history() == whole.history() == [("first?", "one"), ("fourth?", "four"), ("fifth?", "five")]
+    for budget in (0, 8, 20, 1000):
+        assert seen.history(budget=budget) == whole.history(budget=budget)
+    assert seen.turns[-1].events == whole.turns[-1].events  # the last turn whole
+    assert seen.turns[-1].pending == whole.turns[-1].pending is not None
+    if hasattr(store, "turn_events"):
+        assert len(read) < len(everything)  # the earlier turns' steps are not read
+    await store.close()

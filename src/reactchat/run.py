@@ -38,6 +38,20 @@ Stretch = tuple[AsyncIterator[Event], Turn, Outcome]
 CHARS_PER_TOKEN = 4
 
 
+async def turn_events(store: Store, session: str) -> tuple[list[Event], int]:
+    """What a new turn reads of its session before it starts, and how many of the session's
+    events that read covers: every event of its last turn and, of the earlier turns, at
+    least what their question and answer need (``SessionState.history``). A store with
+    ``turn_events`` reads only that (earlier turns' steps are not read, nor parsed); any
+    other reads the whole session."""
+    read = getattr(store, "turn_events", None)
+    if read is None:
+        events = await store.events(session)
+        return events, len(events)
+    events = await read(session)
+    return events, events[-1].seq if events else 0
+
+
 class Runner(Protocol):
     """What runs one run: the ReAct ``Loop``, or a plan-and-execute or Reflexion loop around it."""
 
@@ -136,6 +150,8 @@ class Run:
         self._on_delta = on_delta
         #: the session as ``_look`` read it before the lock, if it read it
         self._seen: SessionState | None = None
+        #: how many of the session's events come before what the lock read reads (``_look``'s)
+        self._since = 0
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._with_deltas() if self.deltas else self._events()
@@ -147,7 +163,7 @@ class Run:
         seen = await self._look()
         owner = uuid.uuid4().hex
         # under the lock: what came since that look (everything if there was none)
-        since = None if self._new else 0 if seen is None else len(seen)
+        since = None if self._new else 0 if seen is None else self._since
         newer = await lock_and_read(store, self.session, owner, self.agent.lock_ttl, since)
         if newer is None:
             raise SessionBusy(self.session)
@@ -180,7 +196,7 @@ class Run:
             self.session = await store.create_session()
             return []
         if self.message is not None and self.reply_to is None:
-            seen = await store.events(self.session)
+            seen, self._since = await turn_events(store, self.session)
             self._seen = SessionState.from_events(self.session, seen)
             last = self._seen.last
             pending = last.pending if last else None

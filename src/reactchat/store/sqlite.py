@@ -330,6 +330,21 @@ class SqliteStore:
 
         return [stored_event(seq, body) for seq, body in await self._call(read)]
 
+    async def turn_events(self, session_id: str) -> list[Event]:
+        """What a new turn of the session reads before it starts: every event of its last
+        turn (and the session's last event), and of the earlier turns only their first event,
+        user messages and answers (their questions and answers, for the history). Each event
+        is parsed from its JSON: not reading a long session's earlier steps saves most of
+        that. Raises ``SessionNotFound``."""
+
+        def read(db: sqlite3.Connection) -> list[tuple[int, str]]:
+            rows: list[tuple[int, str]] = db.execute(_TURN_EVENTS, (session_id,)).fetchall()
+            if not rows and not _exists(db, session_id):
+                raise SessionNotFound(session_id)
+            return rows
+
+        return [stored_event(seq, body) for seq, body in await self._call(read)]
+
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
         rows = [(e.session, e.turn, e.step, e.type, e.at, stored_json(e)) for e in events]
@@ -483,6 +498,13 @@ class SqliteStore:
         return pid_alive(pid) if host == self._host else expires > now
 
 
+#: ``turn_events``: the last turn whole; of the others, what their question and answer need
+_TURN_EVENTS = """SELECT seq, body FROM events WHERE session = ?1 AND (
+    type IN ('user', 'answer')
+    OR turn >= (SELECT max(turn) FROM events WHERE session = ?1)
+    OR seq IN (SELECT min(seq) FROM events WHERE session = ?1 GROUP BY turn)
+    OR seq = (SELECT max(seq) FROM events WHERE session = ?1)
+) ORDER BY seq"""
 _APPEND = """INSERT INTO events (session, seq, turn, step, type, at, body) VALUES
 (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session = ?1), ?2, ?3, ?4, ?5, ?6) RETURNING seq"""
 
