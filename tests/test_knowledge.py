@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import sys
+import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -161,6 +163,43 @@ async def test_concurrent_looks_at_files_see_their_own_session_and_other_workers
     finally:
         await kb.close()
         await other.close()
+        await store.close()
+
+
+async def test_a_look_at_an_in_memory_index_waits_on_a_thread_when_another_holds_it(tmp_path: Path) -> None:
+    """A memory store's look at a session's files runs on the event loop when the index is
+    free, and on a thread while another thread holds it (an upload): the loop never waits."""
+    store = resolve_store("memory:")
+    kb = KnowledgeBase.for_store(store)
+    try:
+        session = await store.create_session()
+        await kb.add_file(session, "roses.md", ROSES)
+        index = kb._open()
+        assert [r.name for r in index.files_now(session) or []] == ["roses.md"]
+        held, done = threading.Event(), threading.Event()
+
+        def upload() -> None:  # another thread's upload holds the index for 0.5 s
+            with index.lock:
+                held.set()
+                done.wait(0.5)
+
+        holder = threading.Thread(target=upload)
+        holder.start()
+        held.wait()
+        started = time.monotonic()
+        assert index.files_now(session) is None
+        look = asyncio.create_task(kb.files(session))
+        for _ in range(5):  # the loop goes on while the look waits
+            await asyncio.sleep(0.01)
+        assert time.monotonic() - started < 0.4 and not look.done()
+        done.set()
+        holder.join()
+        assert [f.name for f in await look] == ["roses.md"]
+        file_index = open_index(f"sqlite:///{tmp_path / 'kb.db'}")
+        assert file_index.files_now(session) is None  # another process may lock a file: a thread reads it
+        file_index.close()
+    finally:
+        await kb.close()
         await store.close()
 
 

@@ -157,6 +157,7 @@ class _Full(Exception):
 
 
 _FILE_COLUMNS = "id, session, name, kind, size, pages, chunks, retention, rounds, created, source"
+_FILES = f"SELECT {_FILE_COLUMNS} FROM kb_files WHERE session = ? ORDER BY created, id"
 
 
 class SQLiteIndex:
@@ -266,9 +267,19 @@ class SQLiteIndex:
     def files(self, session: str) -> list[FileRow]:
         """The session's files, oldest first."""
         with self.lock:
-            rows = self.db.execute(
-                f"SELECT {_FILE_COLUMNS} FROM kb_files WHERE session = ? ORDER BY created, id", (session,)
-            ).fetchall()
+            rows = self.db.execute(_FILES, (session,)).fetchall()
+        return [FileRow(*row) for row in rows]
+
+    def files_now(self, session: str) -> list[FileRow] | None:
+        """``files`` if it cannot wait: an in-memory index no other thread is using (a query of
+        a few microseconds, cheaper than handing it to a thread); None otherwise. A file may be
+        locked by another process, and this call must not stall the event loop that makes it."""
+        if self.path != ":memory:" or not self.lock.acquire(blocking=False):
+            return None
+        try:
+            rows = self.db.execute(_FILES, (session,)).fetchall()
+        finally:
+            self.lock.release()
         return [FileRow(*row) for row in rows]
 
     def data(self, session: str, file_id: str) -> bytes | None:

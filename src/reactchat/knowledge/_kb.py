@@ -290,8 +290,11 @@ class KnowledgeBase:
     async def files(self, session: str) -> list[FileInfo]:
         """The session's live files, oldest first."""
         index = self._index if self._index is not None else await asyncio.to_thread(self._open)
-        read = getattr(index, "files_async", None)  # PostgreSQL's: on the loop, no thread
-        rows: list[FileRow] = await read(session) if read is not None else await asyncio.to_thread(index.files, session)
+        now = getattr(index, "files_now", None)  # an in-memory index's, when it cannot wait
+        rows: list[FileRow] | None = now(session) if now is not None else None
+        if rows is None:
+            read = getattr(index, "files_async", None)  # PostgreSQL's: on the loop, no thread
+            rows = await read(session) if read is not None else await asyncio.to_thread(index.files, session)
         if rows:
             self._fileless.discard(session)
         elif len(self._fileless) < MAX_FILELESS:  # past it, a round is counted the long way
