@@ -437,6 +437,36 @@ async def test_a_holder_that_dies_before_anyone_looks_is_still_reported(durable_
         await store.close()
 
 
+async def test_a_session_is_active_from_its_turns_start_whatever_becomes_of_its_holder(
+    durable_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retention's view: a session whose last turn ended long ago is no longer idle once a new
+    turn starts — while it runs, after its worker died, and after another worker claimed it."""
+    store = resolve_store(durable_url)
+    try:
+        then = time.time() - 40 * 86400
+        with monkeypatch.context() as patch:
+            patch.setattr(time, "time", lambda: then)
+            session = await store.create_session()
+            assert await store.try_lock(session, "long ago", 60)
+            await store.unlock(session, "long ago")
+        cutoff = time.time() - 30 * 86400
+        assert await store.idle_sessions(cutoff) == [session]
+
+        async def idle() -> bool:
+            listed = session in await store.idle_sessions(cutoff)
+            return listed or await store.delete_session(session, idle_before=cutoff)
+
+        with lock_holder(durable_url, session) as kill:
+            assert not await idle()  # running
+            kill()
+        assert not await idle()  # its worker died: the turn started after the cutoff all the same
+        assert await found_abandoned(store) == [session]
+        assert not await idle()  # claimed for a takeover
+    finally:
+        await store.close()
+
+
 async def test_sqlite_lock_of_a_live_process_outlasts_its_ttl(sqlite_url: str) -> None:
     """A long turn (a slow local model) keeps its lock while its process lives."""
     one, two = resolve_store(sqlite_url), resolve_store(sqlite_url)

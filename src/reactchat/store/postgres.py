@@ -126,7 +126,9 @@ _CREATE = "INSERT INTO sessions (id, created_at, active_at) VALUES (%s, %s, %s) 
 _CREATE_MANY = """INSERT INTO sessions (id, created_at, active_at) SELECT s, %s, %s FROM unnest(%b::text[]) AS t(s)
 ON CONFLICT (id) DO NOTHING"""
 
-#: turn locks for a batch of sessions, each won one marked as running on this backend
+#: turn locks for a batch of sessions, each won one marked as running on this backend; the mark's
+#: ``since`` is when the session became active (``sessions.active_at`` is written once per turn,
+#: at its end: a non-HOT update of an indexed column, the costliest write of a turn's lock)
 _LOCK = """WITH t AS MATERIALIZED (
     SELECT s, i, pg_try_advisory_lock(hashtextextended(s, %s)) AS won FROM unnest(%b::text[]) WITH ORDINALITY AS t(s, i)
 ), marked AS (
@@ -135,7 +137,7 @@ _LOCK = """WITH t AS MATERIALIZED (
     FROM t WHERE won
     ON CONFLICT (session) DO UPDATE
     SET backend = excluded.backend, backend_start = excluded.backend_start, since = excluded.since, cancel = NULL
-), touched AS (UPDATE sessions SET active_at = %s WHERE id IN (SELECT s FROM t WHERE won))
+)
 SELECT won FROM t ORDER BY i"""
 #: a batch of turn locks released in one statement: their marks go and their sessions were
 #: active until now, before any lock is let go (the scalar subqueries run first: once a lock
@@ -161,11 +163,21 @@ _LIVE = """EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend
     AND (a.backend_start IS NULL OR r.backend_start IS NULL OR a.backend_start = r.backend_start))"""
 #: running turns whose backend has ended
 _ORPHANED = f"SELECT session, backend FROM running_turns r WHERE NOT {_LIVE}"
-#: a session idle since before a time, with no running turn, deleted (and the marks its dead holders left)
+#: a session idle since before a time — no turn of it running, none started since (a mark left by
+#: a dead holder tells when its turn started) — deleted, and the marks its dead holders left
 _EXPIRE = f"""WITH gone AS (
     DELETE FROM sessions s WHERE id = %(id)s AND coalesce(active_at, created_at) < %(before)s
-    AND NOT EXISTS (SELECT 1 FROM running_turns r WHERE r.session = s.id AND {_LIVE}) RETURNING id
+    AND NOT EXISTS (SELECT 1 FROM running_turns r WHERE r.session = s.id AND (r.since >= %(before)s OR {_LIVE}))
+    RETURNING id
 ), unmarked AS (DELETE FROM running_turns WHERE session IN (SELECT id FROM gone))
+SELECT count(*) FROM gone"""
+#: sessions last active before a time (a turn's start counts: its mark's ``since``), by ``active_at``'s index
+_IDLE = """SELECT id FROM sessions s WHERE active_at < %(before)s
+AND NOT EXISTS (SELECT 1 FROM running_turns r WHERE r.session = s.id AND r.since >= %(before)s)
+ORDER BY active_at, id LIMIT %(limit)s"""
+#: the mark of a turn whose holder died, claimed: its start becomes the session's last activity
+_CLAIM = """WITH gone AS (DELETE FROM running_turns WHERE session = %s AND backend = %s RETURNING session, since),
+active AS (UPDATE sessions s SET active_at = greatest(s.active_at, gone.since) FROM gone WHERE s.id = gone.session)
 SELECT count(*) FROM gone"""
 
 #: a call of the lock batch: the session, take (else release), and after which event to read
@@ -332,9 +344,7 @@ class PostgresStore:
     async def idle_sessions(self, before: float, limit: int = 1000) -> list[str]:
         """Sessions last active before ``before`` (a Unix time), longest idle first."""
         async with self._db() as db:
-            cursor = await db.execute(
-                "SELECT id FROM sessions WHERE active_at < %s ORDER BY active_at, id LIMIT %s", (before, limit)
-            )
+            cursor = await db.execute(_IDLE, {"before": before, "limit": limit})
             return [row[0] for row in await cursor.fetchall()]
 
     async def delete_session(self, session_id: str, idle_before: float | None = None) -> bool:
@@ -487,10 +497,9 @@ class PostgresStore:
             claimed = []
             for session, backend in await cursor.fetchall():
                 # one row per statement: a claim never holds one mark while it waits for another
-                gone = await db.execute(
-                    "DELETE FROM running_turns WHERE session = %s AND backend = %s", (session, backend)
-                )
-                if gone.rowcount:
+                gone = await db.execute(_CLAIM, (session, backend))
+                row = await gone.fetchone()
+                if row is not None and row[0]:
                     claimed.append(session)
             return claimed
 
@@ -546,8 +555,7 @@ class PostgresStore:
             await db.execute(_RELEASE, {"s": releases, "now": time.time(), "space": LOCK_SPACE})
         won: list[bool] = []
         if attempts:
-            now = time.time()
-            cursor = await db.execute(_LOCK, (LOCK_SPACE, attempts, self._backend_start, now, now))
+            cursor = await db.execute(_LOCK, (LOCK_SPACE, attempts, self._backend_start, time.time()))
             won = [bool(row[0]) for row in await cursor.fetchall()]
         results = iter(won)
         outcomes: list[_Outcome] = [([] if next(results) else None) if take else [] for _, take, _ in calls]
