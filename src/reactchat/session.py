@@ -213,9 +213,9 @@ class SessionState:
         """
         kept: list[tuple[str, str]] = []
         for turn in reversed(self.turns):
-            answer = turn.answer
-            if answer is None or answer.status == "cancelled" or (before is not None and turn.index >= before):
-                continue  # a cancelled turn has no answer to remember
+            answer = _remembered(turn.events)
+            if answer is None or (before is not None and turn.index >= before):
+                continue
             if budget is not None:
                 cost = len(turn.question) + len(answer.text)
                 if cost > budget:
@@ -224,6 +224,17 @@ class SessionState:
             kept.append((turn.question, answer.text))
         kept.reverse()
         return kept
+
+
+def _remembered(events: list[Event]) -> AnswerEvent | None:
+    """A turn's final answer as the history keeps it: ``Outcome.answer`` unless it is None or
+    cancelled (a cancelled turn has no answer to remember). That is the top-level answer
+    recorded last, unless cancelled: found from the end (usually the last event) without
+    folding the turn."""
+    for event in reversed(events):
+        if isinstance(event, AnswerEvent) and not event.run:
+            return None if event.status == "cancelled" else event
+    return None
 
 
 def steps_of(events: list[Event], run: str = "") -> list[Step]:

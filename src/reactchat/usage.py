@@ -34,7 +34,8 @@ def estimate(request: Request, reply: Reply) -> Usage:
     """Counts for a call whose server reported none: characters / ``CHARS_PER_TOKEN``, marked estimated."""
     sent = 0
     for message in request.messages:
-        content = getattr(message, "content", None)
+        # read as a dict: a missing attribute of a pydantic model is a slow AttributeError
+        content = message.__dict__.get("content")
         sent += len(content) if isinstance(content, str) else len(getattr(message, "text", ""))
     sent += sum(len(t.description) + len(str(t.input_schema)) for t in request.tools)
     received = len(reply.text) + sum(len(c.name) + len(str(c.input)) for c in reply.tool_calls)
