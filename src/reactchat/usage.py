@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from reactchat.messages import Event, Reply, Request, Usage
+from reactchat.messages import Event, Reply, Request, Usage, trusted
 
 #: characters per token when a server reports no usage (a rough, model-agnostic estimate)
 CHARS_PER_TOKEN = 4
@@ -30,8 +30,9 @@ FREE = frozenset({"local", "scripted"})
 PROVIDERS = {"openai": "openai", "anthropic": "anthropic"}
 
 
-def estimate(request: Request, reply: Reply) -> Usage:
-    """Counts for a call whose server reported none: characters / ``CHARS_PER_TOKEN``, marked estimated."""
+def estimate(request: Request, reply: Reply, model: str = "") -> Usage:
+    """Counts for a call whose server reported none: characters / ``CHARS_PER_TOKEN``, marked
+    estimated (and named as ``model``'s)."""
     sent = 0
     for message in request.messages:
         # read as a dict: a missing attribute of a pydantic model is a slow AttributeError
@@ -39,16 +40,22 @@ def estimate(request: Request, reply: Reply) -> Usage:
         sent += len(content) if isinstance(content, str) else len(getattr(message, "text", ""))
     sent += sum(len(t.description) + len(str(t.input_schema)) for t in request.tools)
     received = len(reply.text) + sum(len(c.name) + len(str(c.input)) for c in reply.tool_calls)
-    return Usage(
-        input_tokens=-(-sent // CHARS_PER_TOKEN),
-        output_tokens=-(-received // CHARS_PER_TOKEN),
-        estimated=True,
-    )
+    # counted here, once per model call: not validated again
+    values = {
+        "input_tokens": -(-sent // CHARS_PER_TOKEN),
+        "output_tokens": -(-received // CHARS_PER_TOKEN),
+        "evaluated_tokens": None,
+        "model": model,
+        "estimated": True,
+    }
+    return trusted(Usage, values)
 
 
 def measured(model_name: str, request: Request, reply: Reply) -> Usage:
     """The usage of one call as it is stored: the reply's own, else an estimate; stamped with the model."""
-    usage = reply.usage if reply.usage is not None else estimate(request, reply)
+    usage = reply.usage
+    if usage is None:
+        return estimate(request, reply, model_name)
     return usage if usage.model == model_name else usage.stamped(model_name)
 
 
