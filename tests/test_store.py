@@ -319,6 +319,36 @@ async def test_sqlite_wal_is_checkpointed_by_the_store(sqlite_url: str) -> None:
         await store.close()
 
 
+async def test_sqlite_writes_go_on_while_a_passive_checkpoint_runs(
+    sqlite_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a restarting checkpoint makes the loop's writes wait behind it; a passive one (here a
+    long one: a large WAL copied to a slow disk) holds no write up."""
+    import threading
+
+    from reactchat.store import sqlite as sqlite_store
+
+    copying = threading.Event()
+    done = threading.Event()
+
+    def long_passive_checkpoint(self: object) -> None:
+        copying.set()
+        done.wait(10)
+
+    monkeypatch.setattr(sqlite_store, "CHECKPOINT_EVERY", 5)
+    monkeypatch.setattr(sqlite_store.SqliteStore, "_checkpoint_wal", long_passive_checkpoint)
+    store = resolve_store(sqlite_url)
+    try:
+        session = await store.create_session()
+        for i in range(12):
+            await asyncio.wait_for(store.append(UserEvent(session=session, turn=1, step=i, text="x")), 2)
+        assert copying.is_set()  # the writes above overlapped the checkpoint
+        assert [e.step for e in await store.events(session)] == list(range(12))
+    finally:
+        done.set()
+        await store.close()
+
+
 async def test_turn_lock_excludes_other_connections(durable_url: str) -> None:
     one, two = resolve_store(durable_url), resolve_store(durable_url)
     try:

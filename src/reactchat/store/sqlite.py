@@ -141,6 +141,8 @@ class SqliteStore:
         self._thread: ThreadPoolExecutor | None = None
         self._writes = 0
         self._checkpoint: Future[Any] | None = None
+        #: a restarting checkpoint runs on the store's thread: writes wait behind it there
+        self._restarting = False
         self._host = socket.gethostname()
         self._pid = os.getpid()
         #: the sessions whose turn lock this store holds
@@ -190,9 +192,10 @@ class SqliteStore:
                 # opening migrates the schema under a write lock, which may have to wait
                 await asyncio.wrap_future(self._pool().submit(lambda: self.db))
             db = self.db
-        if write and self._checkpoint is not None and not self._checkpoint.done():
+        if write and self._restarting:
             # a write waits behind the checkpoint on the store's thread: a stream of writes
-            # on the loop would keep a restarting checkpoint from the write lock
+            # on the loop would keep a restarting checkpoint from the write lock (a passive
+            # one needs no lock: writes go on meanwhile)
             result = await asyncio.wrap_future(self._pool().submit(lambda: work(self._waiting_db())))
         else:
             try:
@@ -235,17 +238,21 @@ class SqliteStore:
     def _checkpoint_wal(self) -> None:
         """Copy the WAL into the database file, on the store's thread.
 
-        A passive checkpoint waits for nobody, but under a steady stream of commits the
-        WAL never starts over: it would grow without end. Past
-        ``WAL_RESTART_FRAMES`` a restarting checkpoint briefly holds the write lock:
-        meanwhile the event loop's writes find the file busy and wait on this thread,
-        behind it, so the loop itself never waits.
+        A passive checkpoint waits for nobody and nobody waits for it: the event loop's
+        writes go on meanwhile. Under a steady stream of commits, though, the WAL never
+        starts over: it would grow without end. Past ``WAL_RESTART_FRAMES`` a restarting
+        checkpoint briefly holds the write lock: meanwhile the event loop's writes wait
+        on this thread, behind it, so the loop itself never waits.
         """
         db = self._waiting_db()
         with contextlib.suppress(sqlite3.Error):  # the next checkpoint will catch up
             _, frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             if frames > WAL_RESTART_FRAMES:
-                db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+                self._restarting = True
+                try:
+                    db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+                finally:
+                    self._restarting = False
 
     async def close(self) -> None:
         """Close the connections (they reopen on next use)."""
