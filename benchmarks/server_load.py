@@ -23,11 +23,16 @@ stretch of a shared machine falls on every row alike). ``--idle N`` first fills 
 of one finished turn each, which no client touches. The server's memory is also sampled
 during the run: ``peak`` is the highest RSS above the warmed-up server, per session.
 
+Each run also reads from ``/proc/PID/task/TID/schedstat`` how long the servers' event loop
+threads and the load generator's spent runnable but waiting for a core: on a shared machine,
+the share of the run the machine took from them ("waiting for a core").
+
 ``--trace DIR`` records every turn (which session, which of its turns, when it was sent,
 its latency), every garbage collection of the servers and their event loops' lateness
-(probed every 5 ms), the load generator's own lateness too, and prints what the slowest
-2 % of the turns overlapped. The app runs with the collector ``reactchat serve`` sets up
-(``server/_gc.py``; ``REACTCHAT_GC_THRESHOLD=default`` for the interpreter's).
+(probed every 5 ms, with the time each loop waited for a core meanwhile), the load
+generator's own lateness too, and prints what the slowest 2 % of the turns overlapped.
+The app runs with the collector ``reactchat serve`` sets up (``server/_gc.py``;
+``REACTCHAT_GC_THRESHOLD=default`` for the interpreter's).
 
 ``BENCH_PROFILE=out.prof`` profiles the server's event loop thread with cProfile, in CPU
 time and from the end of the warm-up on.
@@ -112,6 +117,7 @@ def trace_server(path: str, app: Any) -> Any:
     """
     import atexit
     import gc
+    import threading
 
     records: list[list[Any]] = []
     started: list[float] = [0.0]
@@ -126,10 +132,11 @@ def trace_server(path: str, app: Any) -> Any:
     gc.callbacks.append(collected)
 
     async def ticking() -> None:
+        tid = threading.get_native_id()
         while True:
-            before = time.monotonic()
+            before, waited = time.monotonic(), runqueue_wait(os.getpid(), tid)
             await asyncio.sleep(TICK)
-            records.append(["lag", before, time.monotonic() - before - TICK])
+            records.append(["lag", before, time.monotonic() - before - TICK, runqueue_wait(os.getpid(), tid) - waited])
 
     def write() -> None:
         with open(path, "a") as out:
@@ -187,6 +194,11 @@ def rss_kib(pid: int) -> int:
         if line.startswith("VmRSS:"):
             return int(line.split()[1])
     raise RuntimeError("no VmRSS")
+
+
+def runqueue_wait(pid: int, tid: int | None = None) -> float:
+    """Seconds a thread (the main one by default) has spent runnable but waiting for a core."""
+    return int(Path(f"/proc/{pid}/task/{tid or pid}/schedstat").read_text().split()[1]) / 1e9
 
 
 def cpu_seconds(pid: int) -> float:
@@ -301,9 +313,9 @@ async def load(
 
 async def late(lateness: list[list[float]]) -> None:
     while True:
-        before = time.monotonic()
+        before, waited = time.monotonic(), runqueue_wait(os.getpid())
         await asyncio.sleep(TICK)
-        lateness.append([before, time.monotonic() - before - TICK])
+        lateness.append([before, time.monotonic() - before - TICK, runqueue_wait(os.getpid()) - waited])
 
 
 def start_server(
@@ -387,9 +399,11 @@ def measure(args: argparse.Namespace, code: str | None = None) -> dict[str, Any]
         rss_before, cpu_before = sum(map(rss_kib, pids)), sum(map(cpu_seconds, pids))
         db_before = backends_cpu(args.db, database)
         client_before = time.process_time()
+        waits_before = [runqueue_wait(pid) for pid in [*pids, os.getpid()]]
         lateness: list[list[float]] | None = [] if trace else None
         (wall, turns), peak = asyncio.run(sampled(pids, load(ports, args.sessions, args.turns, lateness)))
         client_cpu = time.process_time() - client_before
+        waits = [runqueue_wait(pid) - w for pid, w in zip([*pids, os.getpid()], waits_before, strict=True)]
         rss_after, cpu_after = sum(map(rss_kib, pids)), sum(map(cpu_seconds, pids))
         db_after = backends_cpu(args.db, database)
     finally:
@@ -428,6 +442,10 @@ def measure(args: argparse.Namespace, code: str | None = None) -> dict[str, Any]
         "client_cpu_ms_per_turn": round(1000 * client_cpu / total, 2),
         # PostgreSQL's backends serving the servers (a backend that started during the run: all of its CPU)
         "db_cpu_ms_per_turn": round(1000 * sum(t - db_before.get(p, 0.0) for p, t in db_after.items()) / total, 2),
+        # the share of the run the servers' event loop threads (on average) and the load
+        # generator's spent runnable but waiting for a core: what the machine took from them
+        "server_waiting_for_cpu": round(sum(waits[:-1]) / len(pids) / wall, 3),
+        "client_waiting_for_cpu": round(waits[-1] / wall, 3),
         "load_average": round(os.getloadavg()[0], 1),
     }
 
@@ -457,12 +475,15 @@ def tails(trace: Path, ports: list[int]) -> None:
         by_generation = [sum(r[1] for r in pauses if r[2] == g) * 1000 for g in (0, 1, 2)]
         slow_server = max((r[1] for r in within(server_lag[t.port], t)), default=0.0) * 1000
         slow_client = max((r[1] for r in within(client_lag, t)), default=0.0) * 1000
+        server_waited = sum(r[2] for r in within(server_lag[t.port], t) if len(r) > 2) * 1000
+        client_waited = sum(r[2] for r in within(client_lag, t) if len(r) > 2) * 1000
         return (
             f"session {t.session:3d} turn {t.turn + 1} port {t.port} at {t.at - begin:6.3f} s: "
             f"{t.latency * 1000:6.1f} ms "
             f"(first event {t.first * 1000:6.1f}); server gc ms gen0/1/2 "
             f"{by_generation[0]:5.1f}/{by_generation[1]:5.1f}/{by_generation[2]:5.1f}, "
-            f"server late max {slow_server:5.1f} ms, client late max {slow_client:5.1f} ms"
+            f"server late max {slow_server:5.1f} ms, client late max {slow_client:5.1f} ms; "
+            f"waiting for a core: server {server_waited:5.1f} ms, client {client_waited:5.1f} ms"
         )
 
     ordered = sorted(turns, key=lambda t: t.latency)
@@ -518,6 +539,8 @@ def report(r: dict[str, Any], db: str) -> None:
     database = f", PostgreSQL {r['db_cpu_ms_per_turn']} ms" if r["store"].startswith("postgres") else ""
     cpu = f"server {r['server_cpu_ms_per_turn']} ms{database}, client {r['client_cpu_ms_per_turn']} ms"
     print(f"CPU per turn: {cpu} (machine load average {r['load_average']} on {os.cpu_count()} cores)")
+    waiting = f"server {r['server_waiting_for_cpu']:.0%}, load generator {r['client_waiting_for_cpu']:.0%}"
+    print(f"share of the run spent waiting for a core: {waiting}")
 
 
 def main() -> None:
@@ -617,9 +640,10 @@ def print_matrix(args: argparse.Namespace, rows: list[tuple[str, str, dict[str, 
     print(f"each row on a fresh database{rounds}; CPU vs before: this row's server CPU per turn / before's")
     print(
         "| store | code | turns/s | vs SQLite | p50 ms | p99 ms | p99/p50 | server CPU ms/turn | CPU vs before "
-        "| database CPU ms/turn | client CPU ms/turn | KiB/session (peak) | load avg |"
+        "| database CPU ms/turn | client CPU ms/turn | KiB/session (peak) | waiting for a core: server / client "
+        "| load avg |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for label, code, r in rows:
         cpu = r["server_cpu_ms_per_turn"]
         versus = f"{cpu / before[label]:.2f}" if label in before else "–"
@@ -627,7 +651,8 @@ def print_matrix(args: argparse.Namespace, rows: list[tuple[str, str, dict[str, 
             f"| {label} | {code} | {r['turns_per_s']} | {r['turns_per_s'] / sqlite[code]:.2f} | {r['turn_p50_ms']} "
             f"| {r['turn_p99_ms']} | {r['turn_p99_ms'] / r['turn_p50_ms']:.2f} | {cpu} | {versus} "
             f"| {r['db_cpu_ms_per_turn'] if label.startswith('postgres') else '–'} "
-            f"| {r['client_cpu_ms_per_turn']} | {r['server_rss_peak_kib_per_session']} | {r['load_average']} |"
+            f"| {r['client_cpu_ms_per_turn']} | {r['server_rss_peak_kib_per_session']} "
+            f"| {r['server_waiting_for_cpu']:.0%} / {r['client_waiting_for_cpu']:.0%} | {r['load_average']} |"
         )
 
 
