@@ -344,18 +344,15 @@ def _session_routes(app: FastAPI, server: Server) -> None:
         """Run a turn (or answer the pending question) and stream its events as SSE."""
         feed = await server.turns.start(server.agent, session, body.message, body.reply_to, body.output_schema)
         left = server.files.left_after(session) if server.files is not None else None
-
-        async def files_left() -> dict[str, Any]:
-            return {"files": await left()} if left is not None else {}
-
         if body.stream:
-            return TurnStream(sse(feed, files_left))
+            return TurnStream(sse(feed, left))
         events, failure = await feed.events()
         result = summary(session, events, failure, feed.result)
         result["events"] = [json.loads(e.model_dump_json()) for e in events]
         if failure is not None and not isinstance(failure, asyncio.CancelledError):
             result["error"] = failure_event(session, failure).message
-        result.update(await files_left())
+        if left is not None:
+            result["files"] = await left()
         return JSONResponse(result)
 
     shortcut(app, "/v1/sessions/{session}/messages", "POST", post_message, MessageIn)

@@ -185,18 +185,20 @@ class Turns:
         run = agent.turn(message, session, reply_to=reply_to, output_type=output_schema, on_delta=feed.delta)
         # the whole turn runs in one task, its first event included: the request waits for that
         started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        task = asyncio.create_task(_pump(run, feed, started))
+        # named by its session, for ``_forget`` (no closure per turn)
+        task = asyncio.create_task(_pump(run, feed, started), name=session)
         try:
             await started  # registered once it runs: a turn refused as busy must not hide the running one
         except asyncio.CancelledError as exc:  # the request was stopped: so is its turn, as before
             task.cancel(*exc.args[:1])
             raise
         self.running[session] = task
-        task.add_done_callback(lambda done: self._forget(session, done))
+        task.add_done_callback(self._forget)
         return feed
 
-    def _forget(self, session: str, task: asyncio.Task[None]) -> None:
+    def _forget(self, task: asyncio.Task[None]) -> None:
         # only this task: the next turn of the session may already have started
+        session = task.get_name()
         if self.running.get(session) is task:
             del self.running[session]
 
@@ -238,6 +240,7 @@ async def _pump(run: Run, feed: TurnFeed, started: asyncio.Future[None]) -> None
         return
     feed.put(first)
     started.set_result(None)
+    del started  # not held while the turn waits on its model
     try:
         async for event in stream:
             feed.put(event)
@@ -323,16 +326,35 @@ def event_frame(event: Event) -> str:
     return f"id: {event.seq}\n{frame(event.type, event.model_dump_json())}"
 
 
-async def sse(feed: TurnFeed, extra: Callable[[], Awaitable[dict[str, Any]]] | None = None) -> AsyncIterator[str]:
+async def sse(feed: TurnFeed, files: Callable[[], Awaitable[list[Any]]] | None = None) -> AsyncIterator[str]:
     """The turn as SSE: one frame per event (``event: <type>``, ``id: <seq>``), then ``event: end`` with
-    the ``summary`` and whatever ``extra()`` adds (the files and their rounds left).
+    the ``summary`` and, when ``files`` is given, ``"files": await files()`` (the session's
+    files and their rounds left).
 
     ``event: delta`` frames (``{"text": ...}``) carry a streaming model's raw text as it
     is generated; the step's events that follow replace it.
     """
-    events: list[Event] = []
-    failure: BaseException | None = None
+    told = Told(feed.session)
     async for batch in feed.batches():
+        yield told.frames(batch)  # not kept in a local: a turn waits on its model between batches
+    end = summary(feed.session, told.events, told.failure, feed.result)
+    if files is not None:
+        end["files"] = await files()
+    yield Last(frame("end", json.dumps(end)))
+
+
+class Told:
+    """What an SSE stream has sent of a turn: its events, and the failure that ended it."""
+
+    __slots__ = ("events", "failure", "session")
+
+    def __init__(self, session: str) -> None:
+        self.session = session
+        self.events: list[Event] = []
+        self.failure: BaseException | None = None
+
+    def frames(self, batch: list[Item]) -> str:
+        """The frames of ``batch``, joined."""
         frames = []
         for item in batch:
             if item is None:
@@ -340,18 +362,14 @@ async def sse(feed: TurnFeed, extra: Callable[[], Awaitable[dict[str, Any]]] | N
             elif isinstance(item, Delta):
                 frames.append(frame("delta", json.dumps({"text": item.text}, ensure_ascii=False)))
             elif isinstance(item, asyncio.CancelledError):
-                failure = item
+                self.failure = item
             elif isinstance(item, BaseException):
-                failure = item
-                frames.append(frame("error", failure_event(feed.session, item).model_dump_json()))
+                self.failure = item
+                frames.append(frame("error", failure_event(self.session, item).model_dump_json()))
             else:
-                events.append(item)
+                self.events.append(item)
                 frames.append(event_frame(item))
-        yield "".join(frames)
-    end = summary(feed.session, events, failure, feed.result)
-    if extra is not None:
-        end.update(await extra())
-    yield Last(frame("end", json.dumps(end)))
+        return "".join(frames)
 
 
 class Last(str):
@@ -373,12 +391,19 @@ class TurnStream(Response):
     """
 
     media_type = "text/event-stream"
+    #: the encoded headers of a stream with no headers of its own, the same for every turn
+    plain: ClassVar[tuple[tuple[bytes, bytes], ...]] = ()
 
     def __init__(self, frames: AsyncIterator[str], headers: Mapping[str, str] | None = None) -> None:
         self.frames = frames
         self.status_code = 200
         self.background = None
-        self.init_headers({**SSE_HEADERS, **(headers or {})})
+        if headers or not TurnStream.plain:
+            self.init_headers({**SSE_HEADERS, **(headers or {})})
+            if not headers:
+                TurnStream.plain = tuple(self.raw_headers)
+        else:  # a list of its own (``headers`` may change it), of the same encoded pairs
+            self.raw_headers = [*TurnStream.plain]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
@@ -389,5 +414,6 @@ class TurnStream(Response):
             if not ended:
                 ended = isinstance(chunk, Last)
                 await send({"type": "http.response.body", "body": chunk.encode(), "more_body": not ended})
+            del chunk  # not held while the next frames are awaited
         if not ended:
             await send({"type": "http.response.body", "body": b"", "more_body": False})
