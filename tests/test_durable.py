@@ -27,7 +27,7 @@ from reactchat.messages import (
     UserEvent,
 )
 from reactchat.session import SessionState
-from reactchat.store import resolve_store
+from reactchat.store import SessionNotFound, resolve_store
 
 # ------------------------------------------------------------------ ask_user across processes
 
@@ -372,4 +372,12 @@ async def test_a_new_turn_reads_its_last_turn_whole_and_the_history_of_the_other
     assert seen.turns[-1].pending == whole.turns[-1].pending is not None
     if hasattr(store, "turn_events"):
         assert len(read) < len(everything)  # the earlier turns' steps are not read
+        # several sessions asked at once (PostgreSQL reads them in one statement): each the same
+        # as alone, an empty session nothing, a missing one SessionNotFound
+        empty = await store.create_session()
+        together = await asyncio.gather(
+            store.turn_events(session), store.turn_events(empty), store.turn_events("nobody"), return_exceptions=True
+        )
+        assert together[0] == read and together[1] == []
+        assert isinstance(together[2], SessionNotFound)
     await store.close()

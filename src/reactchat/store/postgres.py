@@ -158,6 +158,23 @@ JOIN sessions x ON x.id = r.s LEFT JOIN events e ON e.session = r.s AND e.seq > 
 _READ_ONE = """SELECT 1, e.seq, e.body::text FROM sessions s LEFT JOIN events e ON e.session = s.id AND e.seq > %s
 WHERE s.id = %s ORDER BY e.seq"""
 
+#: ``turn_events`` of a batch of sessions: of each, the last turn whole and, of the others, what
+#: their question and answer need; rows as ``_READ``'s
+_TURN_EVENTS = """SELECT r.i, e.seq, e.body::text FROM unnest(%b::text[]) WITH ORDINALITY AS r(s, i)
+JOIN sessions x ON x.id = r.s LEFT JOIN LATERAL (SELECT seq, body FROM events WHERE session = r.s AND (
+    type IN ('user', 'answer')
+    OR turn >= (SELECT max(turn) FROM events WHERE session = r.s)
+    OR seq IN (SELECT min(seq) FROM events WHERE session = r.s GROUP BY turn)
+    OR seq = (SELECT max(seq) FROM events WHERE session = r.s)
+)) e ON true ORDER BY r.i, e.seq"""
+#: ``_TURN_EVENTS`` for one session (scalar parameters, as ``_READ_ONE``)
+_TURN_EVENTS_ONE = """SELECT 1, e.seq, e.body::text FROM sessions s LEFT JOIN events e ON e.session = s.id AND (
+    e.type IN ('user', 'answer')
+    OR e.turn >= (SELECT max(turn) FROM events WHERE session = s.id)
+    OR e.seq IN (SELECT min(seq) FROM events WHERE session = s.id GROUP BY turn)
+    OR e.seq = (SELECT max(seq) FROM events WHERE session = s.id)
+) WHERE s.id = %s ORDER BY e.seq"""
+
 #: the backend of a mark ``r`` in ``running_turns`` still runs (a pid may come back: its start time tells)
 _LIVE = """EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend
     AND (a.backend_start IS NULL OR r.backend_start IS NULL OR a.backend_start = r.backend_start))"""
@@ -232,6 +249,7 @@ class PostgresStore:
         # two batches in flight: one is written while the next one fills
         self._appends: Batcher[list[Event], None] = Batcher(self._write, concurrency=2)
         self._reads: Batcher[tuple[str, int], list[Event]] = Batcher(self._read_batch, concurrency=2)
+        self._turn_reads: Batcher[str, list[Event]] = Batcher(self._turn_read_batch, concurrency=2)
         self._creations: Batcher[str, None] = Batcher(self._create_batch)
         self._lock_calls: Batcher[_LockCall, list[Event] | None] = Batcher(self._lock_batch)
 
@@ -370,6 +388,23 @@ class PostgresStore:
     async def _read_batch(self, asks: list[tuple[str, int]]) -> list[list[Event] | BaseException]:
         async with self._db() as db:
             return await _read(db, asks)
+
+    async def turn_events(self, session_id: str) -> list[Event]:
+        """What a new turn of the session reads before it starts: every event of its last
+        turn (and the session's last event), and of the earlier turns only their first event,
+        user messages and answers (their questions and answers, for the history), as
+        ``SqliteStore.turn_events``: a long session's earlier steps are not read, nor parsed.
+        Raises ``SessionNotFound``. Batched as ``events``."""
+        self._same_loop()
+        return await self._turn_reads.submit(session_id)
+
+    async def _turn_read_batch(self, sessions: list[str]) -> list[list[Event] | BaseException]:
+        async with self._db() as db:
+            if len(sessions) == 1:
+                cursor = await db.execute(_TURN_EVENTS_ONE, (sessions[0],))
+            else:
+                cursor = await db.execute(_TURN_EVENTS, (sessions,))
+            return _found(await cursor.fetchall(), [(session, 0) for session in sessions])
 
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
@@ -597,8 +632,13 @@ async def _read(db: AsyncConnection[Any], asks: list[tuple[str, int]]) -> list[l
         cursor = await db.execute(_READ_ONE, (asks[0][1], asks[0][0]))
     else:
         cursor = await db.execute(_READ, ([session for session, _ in asks], [since for _, since in asks]))
+    return _found(await cursor.fetchall(), asks)
+
+
+def _found(rows: list[Any], asks: list[tuple[str, int]]) -> list[list[Event] | BaseException]:
+    """``_READ``'s rows (position, seq, body) as each ask's events, or ``SessionNotFound``."""
     found: dict[int, list[Event]] = {}
-    for position, seq, body in await cursor.fetchall():
+    for position, seq, body in rows:
         events = found.setdefault(position - 1, [])
         if seq is not None:
             events.append(stored_event(seq, body))
