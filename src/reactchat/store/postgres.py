@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import time
 import uuid
@@ -158,22 +159,13 @@ JOIN sessions x ON x.id = r.s LEFT JOIN events e ON e.session = r.s AND e.seq > 
 _READ_ONE = """SELECT 1, e.seq, e.body::text FROM sessions s LEFT JOIN events e ON e.session = s.id AND e.seq > %s
 WHERE s.id = %s ORDER BY e.seq"""
 
-#: ``turn_events`` of a batch of sessions: of each, the last turn whole and, of the others, what
-#: their question and answer need; rows as ``_READ``'s
-_TURN_EVENTS = """SELECT r.i, e.seq, e.body::text FROM unnest(%b::text[]) WITH ORDINALITY AS r(s, i)
-JOIN sessions x ON x.id = r.s LEFT JOIN LATERAL (SELECT seq, body FROM events WHERE session = r.s AND (
-    type IN ('user', 'answer')
-    OR turn >= (SELECT max(turn) FROM events WHERE session = r.s)
-    OR seq IN (SELECT min(seq) FROM events WHERE session = r.s GROUP BY turn)
-    OR seq = (SELECT max(seq) FROM events WHERE session = r.s)
-)) e ON true ORDER BY r.i, e.seq"""
-#: ``_TURN_EVENTS`` for one session (scalar parameters, as ``_READ_ONE``)
-_TURN_EVENTS_ONE = """SELECT 1, e.seq, e.body::text FROM sessions s LEFT JOIN events e ON e.session = s.id AND (
-    e.type IN ('user', 'answer')
-    OR e.turn >= (SELECT max(turn) FROM events WHERE session = s.id)
-    OR e.seq IN (SELECT min(seq) FROM events WHERE session = s.id GROUP BY turn)
-    OR e.seq = (SELECT max(seq) FROM events WHERE session = s.id)
-) WHERE s.id = %s ORDER BY e.seq"""
+#: ``_READ`` of whole sessions with each event's turn and type, for ``turn_events`` (``_needed``):
+#: a query that picks the events itself costs the database several times as much as this read
+_TURN_READ = """SELECT r.i, e.seq, e.turn, e.type, e.body::text FROM unnest(%b::text[]) WITH ORDINALITY AS r(s, i)
+JOIN sessions x ON x.id = r.s LEFT JOIN events e ON e.session = r.s ORDER BY r.i, e.seq"""
+#: ``_TURN_READ`` for one session (scalar parameters, as ``_READ_ONE``)
+_TURN_READ_ONE = """SELECT 1, e.seq, e.turn, e.type, e.body::text FROM sessions s LEFT JOIN events e ON e.session = s.id
+WHERE s.id = %s ORDER BY e.seq"""
 
 #: the backend of a mark ``r`` in ``running_turns`` still runs (a pid may come back: its start time tells)
 _LIVE = """EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend
@@ -401,10 +393,11 @@ class PostgresStore:
     async def _turn_read_batch(self, sessions: list[str]) -> list[list[Event] | BaseException]:
         async with self._db() as db:
             if len(sessions) == 1:
-                cursor = await db.execute(_TURN_EVENTS_ONE, (sessions[0],))
+                cursor = await db.execute(_TURN_READ_ONE, (sessions[0],))
             else:
-                cursor = await db.execute(_TURN_EVENTS, (sessions,))
-            return _found(await cursor.fetchall(), [(session, 0) for session in sessions])
+                cursor = await db.execute(_TURN_READ, (sessions,))
+            rows = await cursor.fetchall()
+        return _found(_needed(rows), [(session, 0) for session in sessions])
 
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
@@ -633,6 +626,28 @@ async def _read(db: AsyncConnection[Any], asks: list[tuple[str, int]]) -> list[l
     else:
         cursor = await db.execute(_READ, ([session for session, _ in asks], [since for _, since in asks]))
     return _found(await cursor.fetchall(), asks)
+
+
+def _needed(rows: list[Any]) -> list[Any]:
+    """Of ``_TURN_READ``'s rows (position, seq, turn, type, body), as ``_READ``'s, those of each
+    session's last turn, its last event, the first event of each of its turns, its user messages
+    and answers: what ``SqliteStore.turn_events`` selects. The others' bodies are never parsed."""
+    kept = []
+    for _, group in itertools.groupby(rows, key=lambda row: row[0]):
+        session = list(group)
+        if session[0][1] is None:  # no events
+            kept.append(session[0][:2] + session[0][4:])
+            continue
+        last_turn, last_seq = max(row[2] for row in session), session[-1][1]
+        firsts: dict[int, int] = {}
+        for _, seq, turn, _, _ in session:
+            firsts.setdefault(turn, seq)
+        kept += [
+            (position, seq, body)
+            for position, seq, turn, kind, body in session
+            if kind in ("user", "answer") or turn >= last_turn or seq == last_seq or firsts[turn] == seq
+        ]
+    return kept
 
 
 def _found(rows: list[Any], asks: list[tuple[str, int]]) -> list[list[Event] | BaseException]:
