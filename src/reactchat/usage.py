@@ -122,12 +122,15 @@ class UsageTotal:
 
     def add_call(self, usage: Usage, at: float | None = None) -> None:
         """Count one model call."""
+        self._count(usage, cost(usage, at))
+
+    def _count(self, usage: Usage, price: Decimal | None) -> None:
+        """Count one model call whose price (``cost``) is known."""
         self.calls += 1
         self.input_tokens += usage.input_tokens
         self.output_tokens += usage.output_tokens
         self.cache_read_tokens += usage.cache_read_tokens
         self.estimated_calls += usage.estimated
-        price = cost(usage, at)
         if price is None:
             self.unpriced.add(usage.model or "(unnamed model)")
             self.cost = None
@@ -162,9 +165,12 @@ def total(events: Iterable[Event]) -> UsageTotal:
         usage: Usage | None = fields.get("usage")
         if not seconds and usage is None:
             continue
-        agent = result.agents.setdefault(event.agent, UsageTotal())
+        agent = result.agents.get(event.agent)
+        if agent is None:  # not made for every event: most belong to an agent already seen
+            agent = result.agents[event.agent] = UsageTotal()
+        price = cost(usage, event.at) if usage is not None else None  # once for both totals
         for into in (result, agent):
             into.seconds += seconds
             if usage is not None:
-                into.add_call(usage, event.at)
+                into._count(usage, price)
     return result
