@@ -120,6 +120,21 @@ SCHEMA.add(
 )
 
 
+def _use_wal(db: sqlite3.Connection) -> None:
+    """Put the file in WAL mode. Switching a new file needs it to itself: a connection that
+    finds another one switching it at the same moment is told "locked" at once (SQLite's busy
+    timeout does not apply there), so it tries again until the busy timeout has passed."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode = WAL").fetchone()
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+
+
 class SqliteStore:
     """Sessions and events in a SQLite file. Opened on first use; ``close()`` releases it.
 
@@ -174,7 +189,7 @@ class SqliteStore:
         db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
         try:
             db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-            db.execute("PRAGMA journal_mode = WAL")
+            _use_wal(db)
             db.execute("PRAGMA synchronous = NORMAL")
             db.execute("PRAGMA foreign_keys = ON")
             if not migrated:
