@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import threading
 import time
 
 from loop_watch import loop_gaps
 from reactchat import Agent, ScriptedModel, tool
+from reactchat.threads import ToolThreads
+from reactchat.tools import ToolTimeout
 
 
 def act(tool_name: str, value: dict[str, object]) -> str:
@@ -47,3 +50,36 @@ async def test_a_hung_sync_tool_stalls_neither_its_agent_nor_other_sessions() ->
     assert "did not return within 1 s" in (result.steps[0].observation or "")
     assert result.answer == "hung"
     assert max(gaps) < 0.25, f"the event loop stalled {max(gaps):.3f} s"
+
+
+async def test_the_threads_of_a_pool_nobody_holds_end_once_their_calls_return() -> None:
+    release = threading.Event()
+
+    @tool(timeout=0.1)
+    def slow(wait: bool) -> str:
+        """Returns at once, or when released."""
+        if wait:
+            release.wait(5)
+        return "back"
+
+    def alive() -> int:  # this pool's threads: those started during this test
+        return sum(t.name == "reactchat-tool" and t not in before for t in threading.enumerate())
+
+    async def threads_left(expected: int) -> int:
+        for _ in range(200):
+            gc.collect()
+            if alive() == expected:
+                break
+            await asyncio.sleep(0.01)
+        return alive()
+
+    before = set(threading.enumerate())
+    threads = ToolThreads(4)
+    hung, quick = await asyncio.gather(
+        slow.run({"wait": True}, None, threads), slow.run({"wait": False}, None, threads), return_exceptions=True
+    )
+    assert isinstance(hung, ToolTimeout) and quick == "back"  # one thread still busy, one idle
+    assert alive() == 2
+    del threads, hung  # the agent that owned the pool is gone
+    release.set()
+    assert await threads_left(0) == 0  # the idle one, and the busy one once its call returned

@@ -10,17 +10,27 @@ caller after its timeout; these daemon threads are abandoned instead.
 
 A quick call is waited for without going back to the event loop (``ThreadCall.wait``):
 that costs two thread switches where awaiting costs four and a wake-up of the loop. A
-call goes straight to an idle thread (each waits on its own lock): no shared queue, and
-the thread has put itself back among the idle ones before it says the call returned, so
-it goes to sleep right after waking the caller.
+call goes straight to an idle thread: no shared queue, and the thread has put itself back
+among the idle ones before it says the call returned, so it goes to sleep right after
+waking the caller.
+
+An idle thread sleeps in a read of its own eventfd (a pipe where there is none), not on a
+lock: writing to it releases the GIL while the kernel wakes the thread, so the thread finds
+the GIL free and runs the call at once. Releasing a lock keeps the GIL, so the woken thread
+went back to sleep to wait for it, and the caller was then woken again the same way: about
+5 context switches and 8 futex calls per call against 2 and 3 (hand-off alone, on 2 cores:
+18 µs of CPU against 6). A pool's idle threads end, and close their descriptors, when the
+pool is garbage-collected; a busy one ends when its call returns.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -107,6 +117,7 @@ class ToolThreads:
         self._threads = 0  # started
         self._idle: list[_Worker] = []  # each waits on its own lock for its next call
         self._backlog: deque[ThreadCall] = deque()  # calls waiting for a thread (all are busy)
+        weakref.finalize(self, _dismiss, self._idle, self._lock)
 
     @property
     def threads(self) -> int:
@@ -127,7 +138,7 @@ class ToolThreads:
                 self._backlog.append(call)
                 return call
         worker.call = call
-        worker.go.release()
+        _signal(worker.wake)
         if new:
             threading.Thread(target=worker.work, name="reactchat-tool", daemon=True).start()
         return call
@@ -145,24 +156,72 @@ class ToolThreads:
 class _Worker:
     """One pool thread: it runs the call it is handed, then the backlog's, then waits."""
 
-    __slots__ = ("call", "go", "pool")
+    __slots__ = ("call", "pool", "wake")
 
     def __init__(self, pool: ToolThreads) -> None:
-        self.pool = pool
+        self.pool = weakref.ref(pool)  # an abandoned pool is collected, and its idle threads end
         self.call: ThreadCall | None = None
-        self.go = threading.Lock()
-        self.go.acquire()  # released by ``ToolThreads.start`` with a call in ``call``
+        #: written by ``ToolThreads.start`` with a call in ``call`` (by ``_dismiss`` with none)
+        self.wake = _channel()
 
     def work(self) -> None:
-        while True:
-            self.go.acquire()
-            call = self.call
-            while call is not None:
-                if not call.abandoned():  # else it timed out while it waited for a thread: too late to run
-                    call.run()
-                after = self.pool._next(self)  # idle again (or on to the backlog) before the waiter wakes
-                call.returned()
-                call = after
+        try:
+            while self.serve():
+                pass
+        finally:
+            for fd in set(self.wake):
+                os.close(fd)
+
+    def serve(self) -> bool:
+        """Wait for a call and run it, then the backlog's; False when the pool is gone."""
+        _receive(self.wake)
+        call = self.call
+        if call is None:  # woken by ``_dismiss``
+            return False
+        while call is not None:
+            if not call.abandoned():  # else it timed out while it waited for a thread: too late to run
+                call.run()
+            pool = self.pool()
+            after = pool._next(self) if pool is not None else None  # idle again before the waiter wakes
+            call.returned()
+            if pool is None:
+                return False
+            call, pool = after, None  # not kept alive by an idle thread
+        return True
+
+
+def _dismiss(idle: list[_Worker], lock: threading.Lock) -> None:
+    """When a pool is collected: wake its idle threads with no call, so that they end."""
+    with lock:
+        workers = idle[:]
+        idle.clear()
+    for worker in workers:
+        worker.call = None
+        _signal(worker.wake)
+
+
+if hasattr(os, "eventfd"):
+
+    def _channel() -> tuple[int, int]:
+        fd = os.eventfd(0)
+        return fd, fd
+
+    def _signal(channel: tuple[int, int]) -> None:
+        os.eventfd_write(channel[1], 1)
+
+    def _receive(channel: tuple[int, int]) -> None:
+        os.eventfd_read(channel[0])
+
+else:  # pragma: no cover (not Linux)
+
+    def _channel() -> tuple[int, int]:
+        return os.pipe()
+
+    def _signal(channel: tuple[int, int]) -> None:
+        os.write(channel[1], b"\0")
+
+    def _receive(channel: tuple[int, int]) -> None:
+        os.read(channel[0], 1)
 
 
 def settle(future: asyncio.Future[Any], value: Any, error: BaseException | None) -> None:
