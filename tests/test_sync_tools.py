@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import os
 import threading
 import time
+import warnings
 
 from loop_watch import loop_gaps
 from reactchat import Agent, ScriptedModel, tool
@@ -83,3 +85,27 @@ async def test_the_threads_of_a_pool_nobody_holds_end_once_their_calls_return() 
     del threads, hung  # the agent that owned the pool is gone
     release.set()
     assert await threads_left(0) == 0  # the idle one, and the busy one once its call returned
+
+
+def test_a_forked_child_runs_its_own_calls_and_leaves_the_parents_threads_alone() -> None:
+    threads = ToolThreads(2)
+
+    def where() -> str:
+        return threading.current_thread().name
+
+    call = threads.start(where)
+    assert call.wait(2) and call.outcome() == "reactchat-tool"  # the pool has an idle thread
+    read, write = os.pipe()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork with threads
+        pid = os.fork()
+    if pid == 0:  # the child: the parent's thread did not come along
+        call = threads.start(where)
+        os.write(write, b"ran" if call.wait(2) and call.outcome() == "reactchat-tool" else b"hung")
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert os.read(read, 10) == b"ran"
+    os.close(read)
+    os.close(write)
+    call = threads.start(where)  # the parent's thread still waits for its calls
+    assert call.wait(2) and call.outcome() == "reactchat-tool"

@@ -20,7 +20,8 @@ the GIL free and runs the call at once. Releasing a lock keeps the GIL, so the w
 went back to sleep to wait for it, and the caller was then woken again the same way: about
 5 context switches and 8 futex calls per call against 2 and 3 (hand-off alone, on 2 cores:
 18 µs of CPU against 6). A pool's idle threads end, and close their descriptors, when the
-pool is garbage-collected; a busy one ends when its call returns.
+pool is garbage-collected; a busy one ends when its call returns. A forked child's pools
+start over with no thread (``os.register_at_fork``).
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ class ToolThreads:
         self._threads = 0  # started
         self._idle: list[_Worker] = []  # each waits on its own lock for its next call
         self._backlog: deque[ThreadCall] = deque()  # calls waiting for a thread (all are busy)
-        weakref.finalize(self, _dismiss, self._idle, self._lock)
+        weakref.finalize(self, _dismiss, self._idle)
+        _pools.add(self)
 
     @property
     def threads(self) -> int:
@@ -190,14 +192,35 @@ class _Worker:
         return True
 
 
-def _dismiss(idle: list[_Worker], lock: threading.Lock) -> None:
-    """When a pool is collected: wake its idle threads with no call, so that they end."""
-    with lock:
-        workers = idle[:]
-        idle.clear()
-    for worker in workers:
+def _dismiss(idle: list[_Worker]) -> None:
+    """When a pool is collected: wake its idle threads with no call, so that they end (no
+    lock: nothing else holds the pool, so no thread of it becomes idle meanwhile)."""
+    while idle:
+        worker = idle.pop()
         worker.call = None
         _signal(worker.wake)
+
+
+#: every pool of the process, for ``_forget_threads``
+_pools: weakref.WeakSet[ToolThreads] = weakref.WeakSet()
+
+
+def _forget_threads() -> None:
+    """In a forked child: the pools' threads stayed in the parent, so each pool starts with
+    none. Their descriptors are the parent threads' too: a call written to one here would
+    wake a parent thread with no call, which would end."""
+    for pool in _pools:
+        for worker in pool._idle:
+            for fd in set(worker.wake):
+                os.close(fd)
+        pool._lock = threading.Lock()
+        pool._idle.clear()
+        pool._backlog.clear()
+        pool._threads = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_threads)
 
 
 if hasattr(os, "eventfd"):
