@@ -41,10 +41,16 @@ async def test_a_cancelled_call_closes_the_provider_connection() -> None:
 
 async def test_a_cancelled_local_call_stops_generating_and_frees_the_model() -> None:
     model = LocalModel(n_threads=1, max_tokens=3000, grammar=False, n_ctx=4096)
-    long = Request(messages=[UserMessage(content="Write a very long story about a rose seller in Paris.")])
+    # cancelled once its text has begun, not after a fixed pause: on a fast machine a
+    # short reply could be over before the pause ends
+    generating = asyncio.Event()
+    long = Request(
+        messages=[UserMessage(content="Count from 1 to 1000, one number per line.")],
+        on_delta=lambda text: generating.set(),
+    )
     await asyncio.to_thread(model.load)
     call = asyncio.create_task(model.complete(long))
-    await asyncio.sleep(1.0)
+    await asyncio.wait_for(generating.wait(), 60)
     call.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await call
