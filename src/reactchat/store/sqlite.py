@@ -344,8 +344,7 @@ class SqliteStore:
         """The session's events in order, after the first ``since``. Raises ``SessionNotFound``."""
 
         def read(db: sqlite3.Connection) -> list[tuple[int, str]]:
-            query = "SELECT seq, body FROM events WHERE session = ? AND seq > ? ORDER BY seq"
-            rows: list[tuple[int, str]] = db.execute(query, (session_id, since)).fetchall()
+            rows: list[tuple[int, str]] = db.execute(_SINCE, (session_id, since)).fetchall()
             if not rows and not since and not _exists(db, session_id):
                 raise SessionNotFound(session_id)
             return rows
@@ -426,23 +425,45 @@ class SqliteStore:
         """Take the turn lock unless another owner holds it: a live process on this host, or unexpired."""
 
         def take(db: sqlite3.Connection) -> bool:
-            now = time.time()
             with _immediate(db):
-                row = db.execute("SELECT owner, host, pid, expires FROM session_locks WHERE session = ?", (session_id,))
-                holder = row.fetchone()
-                if holder is not None and holder[0] != owner and self._holds(holder[1], holder[2], holder[3], now):
-                    return False
-                db.execute(
-                    "INSERT OR REPLACE INTO session_locks (session, owner, host, pid, expires) VALUES (?, ?, ?, ?, ?)",
-                    (session_id, owner, self._host, self._pid, now + ttl),
-                )
-                db.execute("UPDATE sessions SET active_at = ? WHERE id = ?", (now, session_id))
-                return True
+                return self._take(db, session_id, owner, ttl)
 
         won = await self._call(take, write=True)
         if won:
             self._held.add(session_id)
         return won
+
+    async def try_lock_read(self, session_id: str, owner: str, ttl: float, since: int | None) -> list[Event] | None:
+        """``try_lock``, then the session's events after the first ``since`` (none when None), read
+        in the lock's own transaction; None, with nothing read, when someone else holds the lock.
+        ``SessionNotFound`` (``since`` 0 only, as ``events``) leaves the lock untaken."""
+
+        def take_read(db: sqlite3.Connection) -> list[tuple[int, str]] | None:
+            with _immediate(db):
+                if not self._take(db, session_id, owner, ttl):
+                    return None
+                if since is None:
+                    return []
+                rows: list[tuple[int, str]] = db.execute(_SINCE, (session_id, since)).fetchall()
+                if not rows and not since and not _exists(db, session_id):
+                    raise SessionNotFound(session_id)  # rolled back: no lock taken
+                return rows
+
+        rows = await self._call(take_read, write=True)
+        if rows is None:
+            return None
+        self._held.add(session_id)
+        return [stored_event(seq, body) for seq, body in rows]
+
+    def _take(self, db: sqlite3.Connection, session_id: str, owner: str, ttl: float) -> bool:
+        """The lock's row for ``owner`` unless another owner holds it, in the caller's write transaction."""
+        now = time.time()
+        holder = db.execute(_HOLDER, (session_id,)).fetchone()
+        if holder is not None and holder[0] != owner and self._holds(holder[1], holder[2], holder[3], now):
+            return False
+        db.execute(_LOCK, (session_id, owner, self._host, self._pid, now + ttl))
+        db.execute(_ACTIVE, (now, session_id))
+        return True
 
     async def unlock(self, session_id: str, owner: str) -> None:
         """Release the turn lock if ``owner`` holds it; the session was active until now."""
@@ -452,7 +473,7 @@ class SqliteStore:
                 if db.execute(
                     "DELETE FROM session_locks WHERE session = ? AND owner = ?", (session_id, owner)
                 ).rowcount:
-                    db.execute("UPDATE sessions SET active_at = ? WHERE id = ?", (time.time(), session_id))
+                    db.execute(_ACTIVE, (time.time(), session_id))
 
         await self._call(release, True)
         self._held.discard(session_id)
@@ -497,7 +518,10 @@ class SqliteStore:
         """
 
         def claim(db: sqlite3.Connection) -> list[str]:
-            rows = db.execute("SELECT session, owner, pid FROM session_locks WHERE host = ?", (self._host,))
+            # this process's own locks (its running turns) need no look at /proc
+            rows = db.execute(
+                "SELECT session, owner, pid FROM session_locks WHERE host = ? AND pid != ?", (self._host, self._pid)
+            )
             dead = [(session, owner, pid) for session, owner, pid in rows.fetchall() if not pid_alive(pid)]
             claimed = []
             for session, owner, pid in dead:
@@ -517,16 +541,23 @@ class SqliteStore:
 
     def _holds(self, host: str, pid: int, expires: float, now: float) -> bool:
         """Whether a lock still binds: its process lives (this host) or it has not expired (another host)."""
-        return pid_alive(pid) if host == self._host else expires > now
+        if host != self._host:
+            return expires > now
+        return pid == self._pid or pid_alive(pid)
 
 
-#: ``turn_events``: the last turn whole; of the others, what their question and answer need
+#: ``turn_events``: the last turn whole; of the others, what their question and answer need. The
+#: last turn is the last event's (one seek: a turn's events come after the earlier turns'), which
+#: includes the last event
 _TURN_EVENTS = """SELECT seq, body FROM events WHERE session = ?1 AND (
     type IN ('user', 'answer')
-    OR turn >= (SELECT max(turn) FROM events WHERE session = ?1)
+    OR turn >= (SELECT turn FROM events WHERE session = ?1 ORDER BY seq DESC LIMIT 1)
     OR seq IN (SELECT min(seq) FROM events WHERE session = ?1 GROUP BY turn)
-    OR seq = (SELECT max(seq) FROM events WHERE session = ?1)
 ) ORDER BY seq"""
+_SINCE = "SELECT seq, body FROM events WHERE session = ? AND seq > ? ORDER BY seq"
+_HOLDER = "SELECT owner, host, pid, expires FROM session_locks WHERE session = ?"
+_LOCK = "INSERT OR REPLACE INTO session_locks (session, owner, host, pid, expires) VALUES (?, ?, ?, ?, ?)"
+_ACTIVE = "UPDATE sessions SET active_at = ? WHERE id = ?"
 _APPEND = """INSERT INTO events (session, seq, turn, step, type, at, body) VALUES
 (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM events WHERE session = ?1), ?2, ?3, ?4, ?5, ?6) RETURNING seq"""
 
