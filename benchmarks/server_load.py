@@ -19,7 +19,9 @@ them side by side with their ratio to SQLite; ``--before DIR`` adds the same run
 the server importing ``DIR/src`` (another checkout, e.g. main's code), each store's
 "before" right beside its "after"; ``--rounds N`` runs each row N times and shows the
 medians (each round runs every store once, before and after alternating, so that a busy
-stretch of a shared machine falls on every row alike). ``--idle N`` first fills the store with N sessions
+stretch of a shared machine falls on every row alike; each run's p99/p50 is printed as it
+ends); ``--stores sqlite`` (or any of ``memory,sqlite,postgres1,postgres2``) runs only those
+rows. ``--idle N`` first fills the store with N sessions
 of one finished turn each, which no client touches. The server's memory is also sampled
 during the run: ``peak`` is the highest RSS above the warmed-up server, per session.
 
@@ -63,6 +65,13 @@ import httpx
 HERE = Path(__file__).parent
 STEPS = 3
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:55432/reactchat_test"
+#: the rows of ``--matrix``: label, store ("pg": a fresh schema, "sqlite": a fresh file), workers
+STORES = {
+    "memory": ("memory", "memory:", 1),
+    "sqlite": ("sqlite", "sqlite", 1),
+    "postgres1": ("postgres ×1", "pg", 1),
+    "postgres2": ("postgres ×2", "pg", 2),
+}
 
 
 class StepModel:
@@ -554,6 +563,7 @@ def main() -> None:
     parser.add_argument("--matrix", action="store_true", help="memory, SQLite, PostgreSQL ×1 and ×2 side by side")
     parser.add_argument("--before", help="with --matrix: a checkout whose src/ the 'before' servers run")
     parser.add_argument("--rounds", type=int, default=1, help="with --matrix: runs of each row (medians shown)")
+    parser.add_argument("--stores", default=",".join(STORES), help=f"with --matrix: which rows, of {','.join(STORES)}")
     parser.add_argument("--postgres", default=os.environ.get("REACTCHAT_TEST_POSTGRES", DEFAULT_POSTGRES))
     parser.add_argument("--json", action="store_true", help="print the numbers as JSON")
     parser.add_argument("--trace", help="a directory: per-turn records, the servers' collections and lateness")
@@ -575,7 +585,7 @@ def matrix(args: argparse.Namespace) -> None:
     codes: list[tuple[str, str | None]] = [("after", None)]
     if args.before:
         codes.insert(0, ("before", args.before))
-    stores = [("memory", "memory:", 1), ("sqlite", "sqlite", 1), ("postgres ×1", "pg", 1), ("postgres ×2", "pg", 2)]
+    stores = [STORES[name] for name in args.stores.split(",")]
     runs: dict[tuple[str, str], list[dict[str, Any]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         # each round runs every store once, so a busy stretch of a shared machine falls on all
@@ -587,7 +597,9 @@ def matrix(args: argparse.Namespace) -> None:
                     result = measure_fresh(argparse.Namespace(**{**vars(args), "trace": trace}), db, workers, tmp, code)
                     runs.setdefault((label, code_name), []).append(result)
                     print(
-                        f"done: round {i + 1}, {label} {code_name} (load average {result['load_average']})",
+                        f"done: round {i + 1}, {label} {code_name}: p99/p50 "
+                        f"{result['turn_p99_ms'] / result['turn_p50_ms']:.2f}, {result['turns_per_s']} turns/s "
+                        f"(load average {result['load_average']})",
                         file=sys.stderr,
                     )
     rows = [(label, code_name, median_row(runs[label, code_name])) for label, _, _ in stores for code_name, _ in codes]
@@ -647,8 +659,9 @@ def print_matrix(args: argparse.Namespace, rows: list[tuple[str, str, dict[str, 
     for label, code, r in rows:
         cpu = r["server_cpu_ms_per_turn"]
         versus = f"{cpu / before[label]:.2f}" if label in before else "–"
+        versus_sqlite = f"{r['turns_per_s'] / sqlite[code]:.2f}" if code in sqlite else "–"
         print(
-            f"| {label} | {code} | {r['turns_per_s']} | {r['turns_per_s'] / sqlite[code]:.2f} | {r['turn_p50_ms']} "
+            f"| {label} | {code} | {r['turns_per_s']} | {versus_sqlite} | {r['turn_p50_ms']} "
             f"| {r['turn_p99_ms']} | {r['turn_p99_ms'] / r['turn_p50_ms']:.2f} | {cpu} | {versus} "
             f"| {r['db_cpu_ms_per_turn'] if label.startswith('postgres') else '–'} "
             f"| {r['client_cpu_ms_per_turn']} | {r['server_rss_peak_kib_per_session']} "
