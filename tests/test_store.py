@@ -623,6 +623,89 @@ async def test_sqlite_in_memory() -> None:
     await store.close()
 
 
+async def test_sqlite_turn_events_parse_only_what_another_connection_wrote(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A session's turn view is kept parsed by the store that read or wrote it: its next turn
+    parses nothing, and what another connection wrote (appends, a session deleted and made
+    again) is read from the file, as a fresh store reads it."""
+    from reactchat.store import sqlite as module
+
+    url = f"sqlite:///{tmp_path}/views.db"
+    mine, other = resolve_store(url), resolve_store(url)
+    parsed: list[int] = []
+    parse = module.stored_event
+    monkeypatch.setattr(module, "stored_event", lambda seq, body: parsed.append(seq) or parse(seq, body))
+
+    async def fresh(session: str) -> list[tuple[int, str]]:
+        store = resolve_store(url)
+        try:
+            return [(e.seq, e.type) for e in await store.turn_events(session)]
+        finally:
+            await store.close()
+
+    def turn(session: str, n: int, first: Event | None = None) -> list[Event]:
+        return [
+            first or UserEvent(session=session, turn=n, text=f"q{n}"),
+            ThoughtEvent(session=session, turn=n, step=1, text="t"),
+            ActionEvent(session=session, turn=n, step=1, call_id=f"c{n}", tool="x", input={}),
+            ObservationEvent(session=session, turn=n, step=1, call_id=f"c{n}", tool="x", text="o"),
+            AnswerEvent(session=session, turn=n, step=2, text=f"a{n}"),
+        ]
+
+    try:
+        session = await mine.create_session()
+        for n in (1, 2, 3):  # turn 2 begins with a thought: a turn's first event is kept
+            first = ThoughtEvent(session=session, turn=2, step=0, text="resumed") if n == 2 else None
+            for event in turn(session, n, first):
+                await mine.append(event)
+            parsed.clear()
+            got = [(e.seq, e.type) for e in await mine.turn_events(session)]
+            assert parsed == []  # every event came from this store: none parsed
+            assert got == await fresh(session)
+        last_turn = [(11, "user"), (12, "thought"), (13, "action"), (14, "observation"), (15, "answer")]
+        assert got == [(1, "user"), (5, "answer"), (6, "thought"), (10, "answer"), *last_turn]
+
+        await other.append(UserEvent(session=session, turn=4, text="from another worker"))
+        parsed.clear()
+        got = [(e.seq, e.type) for e in await mine.turn_events(session)]
+        assert got == await fresh(session) and got[-1] == (16, "user") and parsed
+        parsed.clear()
+        await mine.turn_events(session)
+        assert parsed == []  # read once, kept again
+
+        # deleted and made again elsewhere, its last event at the same place: the file's events
+        assert await other.delete_session(session)
+        await other.create_session(session)
+        for event in [*turn(session, 1), *turn(session, 2), *turn(session, 3)]:
+            await other.append(event)
+        await other.append(UserEvent(session=session, turn=4, text="a new session"))
+        events = await mine.turn_events(session)
+        assert [(e.seq, e.type) for e in events] == await fresh(session) and events[-1].seq == 16
+        assert isinstance(events[-1], UserEvent) and events[-1].text == "a new session"
+    finally:
+        await mine.close()
+        await other.close()
+
+
+async def test_sqlite_turn_views_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most ``VIEW_EVENTS`` events are kept parsed; the least recently used sessions go first."""
+    from reactchat.store import sqlite as module
+
+    monkeypatch.setattr(module, "VIEW_EVENTS", 10)
+    store = module.SqliteStore(tmp_path / "bounded.db")
+    try:
+        sessions = [await store.create_session() for _ in range(4)]
+        for session in sessions:
+            await store.append(*(UserEvent(session=session, turn=1, step=i, text=str(i)) for i in range(4)))
+        assert list(store._views) == sessions[2:]  # 4 + 4 events kept
+        assert len(await store.turn_events(sessions[0])) == 4  # read again, now the newest
+        assert list(store._views) == [sessions[3], sessions[0]]
+        assert store._viewed == 8
+    finally:
+        await store.close()
+
+
 # ------------------------------------------------------------------------ PostgreSQL
 
 

@@ -77,6 +77,9 @@ FINISH_FRAMES = 64
 RESTART_WAIT_MS = 100
 #: seconds between two looks for cancel requests of the turns this store's process runs
 CANCEL_POLL = 0.05
+#: events kept parsed across the sessions' turn views (``turn_events``), least recently used
+#: sessions dropped first: a turn of a session seen lately parses none of its events again
+VIEW_EVENTS = 4096
 
 T = TypeVar("T")
 
@@ -174,6 +177,10 @@ class SqliteStore:
         self._pid = os.getpid()
         #: the sessions whose turn lock this store holds
         self._held: set[str] = set()
+        #: per session, newest last: what ``turn_events`` returned and the appends since (the
+        #: same objects the engine made or was given), with the stored JSON of its last event
+        self._views: dict[str, _View] = {}
+        self._viewed = 0
 
     # ------------------------------------------------------------------ connection
 
@@ -382,6 +389,9 @@ class SqliteStore:
                     db.execute("DELETE FROM session_locks WHERE session = ?", (session_id,))
                 return deleted.rowcount > 0
 
+        view = self._views.pop(session_id, None)
+        if view is not None:
+            self._viewed -= len(view.events)
         return await self._call(delete, write=True)
 
     # ------------------------------------------------------------------ events
@@ -402,7 +412,21 @@ class SqliteStore:
         turn (and the session's last event), and of the earlier turns only their first event,
         user messages and answers (their questions and answers, for the history). Each event
         is parsed from its JSON: not reading a long session's earlier steps saves most of
-        that. Raises ``SessionNotFound``."""
+        that. A session this store read or wrote lately is not parsed again: its view is kept
+        (``VIEW_EVENTS``) and used if the session's last stored event is still the view's
+        own (nobody else appended since). Raises ``SessionNotFound``."""
+        view = self._views.pop(session_id, None)
+        if view is not None:
+            self._viewed -= len(view.events)
+
+            def last(db: sqlite3.Connection) -> tuple[int, str] | None:
+                row: tuple[int, str] | None = db.execute(_LAST, (session_id,)).fetchone()
+                return row
+
+            if await self._call(last) == (view.events[-1].seq, view.body):
+                events = _turn_view(view.events)
+                self._keep(session_id, _View(events, view.body))
+                return list(events)
 
         def read(db: sqlite3.Connection) -> list[tuple[int, str]]:
             rows: list[tuple[int, str]] = db.execute(_TURN_EVENTS, (session_id,)).fetchall()
@@ -410,7 +434,33 @@ class SqliteStore:
                 raise SessionNotFound(session_id)
             return rows
 
-        return [stored_event(seq, body) for seq, body in await self._call(read)]
+        rows = await self._call(read)
+        events = [stored_event(seq, body) for seq, body in rows]
+        if events:
+            self._keep(session_id, _View(events, rows[-1][1]))
+        return list(events)
+
+    def _keep(self, session_id: str, view: _View) -> None:
+        """Keep a session's view as the newest; the oldest go past ``VIEW_EVENTS`` events."""
+        self._views[session_id] = view
+        self._viewed += len(view.events)
+        while self._viewed > VIEW_EVENTS and self._views:
+            oldest = next(iter(self._views))
+            self._viewed -= len(self._views.pop(oldest).events)
+
+    def _extend_view(self, events: tuple[Event, ...], body: str) -> None:
+        """After an append: the events join their session's view if they follow its last one
+        (a new session starts one); otherwise the view, no longer whole, is dropped."""
+        session_id = events[0].session
+        view = self._views.pop(session_id, None)
+        if view is not None:
+            self._viewed -= len(view.events)
+            tail = view.events[-1]
+            if events[0].seq != tail.seq + 1 or events[0].turn < tail.turn:
+                return
+            self._keep(session_id, _View([*view.events, *events], body))
+        elif events[0].seq == 1:
+            self._keep(session_id, _View(list(events), body))
 
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
@@ -435,6 +485,8 @@ class SqliteStore:
                 raise
 
         await self._call(insert, write=True)
+        if rows:
+            self._extend_view(events, rows[-1][5])
 
     # ------------------------------------------------------------------ reflections
 
@@ -600,6 +652,7 @@ _TURN_EVENTS = """SELECT seq, body FROM events WHERE session = ?1 AND (
     OR turn >= (SELECT turn FROM events WHERE session = ?1 ORDER BY seq DESC LIMIT 1)
     OR seq IN (SELECT min(seq) FROM events WHERE session = ?1 GROUP BY turn)
 ) ORDER BY seq"""
+_LAST = "SELECT seq, body FROM events WHERE session = ? ORDER BY seq DESC LIMIT 1"
 _SINCE = "SELECT seq, body FROM events WHERE session = ? AND seq > ? ORDER BY seq"
 _HOLDER = "SELECT owner, host, pid, expires FROM session_locks WHERE session = ?"
 _LOCK = "INSERT OR REPLACE INTO session_locks (session, owner, host, pid, expires) VALUES (?, ?, ?, ?, ?)"
@@ -615,6 +668,29 @@ def _wal_header(path: str) -> bytes:
             return wal.read(24)[12:]
     except OSError:
         return b""
+
+
+class _View:
+    """A session's events as ``turn_events`` last saw them, with the stored JSON of the last one."""
+
+    __slots__ = ("body", "events")
+
+    def __init__(self, events: list[Event], body: str) -> None:
+        self.events = events
+        self.body = body
+
+
+def _turn_view(events: list[Event]) -> list[Event]:
+    """``_TURN_EVENTS`` over a view: the last turn whole; of the others, the first event of
+    each turn, user messages and answers (a view holds at least these of every turn)."""
+    last = events[-1].turn
+    kept = []
+    turn = None
+    for event in events:
+        if event.turn >= last or event.type in ("user", "answer") or event.turn != turn:
+            kept.append(event)
+        turn = event.turn
+    return kept
 
 
 def _exists(db: sqlite3.Connection, session_id: str) -> bool:
