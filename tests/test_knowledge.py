@@ -195,9 +195,48 @@ async def test_a_look_at_an_in_memory_index_waits_on_a_thread_when_another_holds
         done.set()
         holder.join()
         assert [f.name for f in await look] == ["roses.md"]
-        file_index = open_index(f"sqlite:///{tmp_path / 'kb.db'}")
-        assert file_index.files_now(session) is None  # another process may lock a file: a thread reads it
-        file_index.close()
+    finally:
+        await kb.close()
+        await store.close()
+
+
+async def test_a_look_at_a_file_index_answers_on_the_loop_unless_the_file_is_locked(tmp_path: Path) -> None:
+    """A SQLite store's look at a session's files runs on the event loop: it answers (what is
+    committed) while another connection holds the write lock; a file locked so that no one
+    may read it gives None at once, and the look then reads on a thread, which may wait."""
+    path = tmp_path / "kb.db"
+    store = resolve_store(f"sqlite:///{path}")
+    kb = KnowledgeBase.for_store(store)
+    try:
+        session = await store.create_session()
+        await kb.add_file(session, "roses.md", ROSES)
+        index = kb._open()
+        assert [r.name for r in index.files_now(session) or []] == ["roses.md"]
+
+        writer = sqlite3.connect(path, isolation_level=None)
+        writer.execute("BEGIN IMMEDIATE")  # another worker's write, not yet committed
+        writer.execute("DELETE FROM kb_files")
+        started = time.monotonic()
+        assert [r.name for r in index.files_now(session) or []] == ["roses.md"]
+        assert [f.name for f in await kb.files(session)] == ["roses.md"]
+        assert time.monotonic() - started < 0.5
+        writer.execute("ROLLBACK")
+        writer.close()
+
+        class Locked:  # as a file whose lock keeps readers out (another process's recovery)
+            def execute(self, *args: object) -> None:
+                raise sqlite3.OperationalError("database is locked")
+
+            def close(self) -> None:
+                pass
+
+        quick, index._quick = index._quick, Locked()  # type: ignore[assignment]
+        started = time.monotonic()
+        assert index.files_now(session) is None  # at once: the look then reads on a thread
+        assert time.monotonic() - started < 0.5
+        assert [f.name for f in await kb.files(session)] == ["roses.md"]
+        index._quick = quick
+        assert [r.name for r in index.files_now(session) or []] == ["roses.md"]
     finally:
         await kb.close()
         await store.close()

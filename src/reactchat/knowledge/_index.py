@@ -169,6 +169,9 @@ class SQLiteIndex:
         # on the database lock instead of failing to upgrade a read lock
         self.db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
         self.lock = threading.Lock()
+        #: a connection that never waits for a lock, for ``files_now`` (a file's index only)
+        self._quick: sqlite3.Connection | None = None
+        self._quick_lock = threading.Lock()
         if path != ":memory:":
             self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA busy_timeout=30000")
@@ -271,15 +274,32 @@ class SQLiteIndex:
         return [FileRow(*row) for row in rows]
 
     def files_now(self, session: str) -> list[FileRow] | None:
-        """``files`` if it cannot wait: an in-memory index no other thread is using (a query of
-        a few microseconds, cheaper than handing it to a thread); None otherwise. A file may be
-        locked by another process, and this call must not stall the event loop that makes it."""
-        if self.path != ":memory:" or not self.lock.acquire(blocking=False):
+        """``files`` if it cannot wait (a query of a few microseconds, cheaper than handing it to
+        a thread); None otherwise. An in-memory index answers when no other thread is using it;
+        a file's on a connection of its own that never waits for a lock (busy timeout 0): a read
+        of a WAL file needs none, but a file may be locked by another process (a recovery, a
+        rollback journal), and this call must not stall the event loop that makes it."""
+        if self.path == ":memory:":
+            if not self.lock.acquire(blocking=False):
+                return None
+            try:
+                rows = self.db.execute(_FILES, (session,)).fetchall()
+            finally:
+                self.lock.release()
+            return [FileRow(*row) for row in rows]
+        if not self._quick_lock.acquire(blocking=False):
             return None
         try:
-            rows = self.db.execute(_FILES, (session,)).fetchall()
+            if self._quick is None:
+                self._quick = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=0)
+                self._quick.execute("PRAGMA busy_timeout=0")
+            rows = self._quick.execute(_FILES, (session,)).fetchall()
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) and "busy" not in str(exc):
+                raise
+            return None  # the caller reads on a thread, which waits for the lock
         finally:
-            self.lock.release()
+            self._quick_lock.release()
         return [FileRow(*row) for row in rows]
 
     def data(self, session: str, file_id: str) -> bytes | None:
@@ -365,9 +385,13 @@ class SQLiteIndex:
         return {int(r[0]): ChunkRow(*r) for r in rows}
 
     def close(self) -> None:
-        """Close the connection."""
+        """Close the connections."""
         with self.lock:
             self.db.close()
+        with self._quick_lock:
+            if self._quick is not None:
+                self._quick.close()
+                self._quick = None
 
 
 def _drop_chunks(db: sqlite3.Connection, file_id: str) -> None:

@@ -290,7 +290,7 @@ class KnowledgeBase:
     async def files(self, session: str) -> list[FileInfo]:
         """The session's live files, oldest first."""
         index = self._index if self._index is not None else await asyncio.to_thread(self._open)
-        now = getattr(index, "files_now", None)  # an in-memory index's, when it cannot wait
+        now = getattr(index, "files_now", None)  # a SQLite index's, when it need not wait
         rows: list[FileRow] | None = now(session) if now is not None else None
         if rows is None:
             read = getattr(index, "files_async", None)  # PostgreSQL's: on the loop, no thread

@@ -345,7 +345,10 @@ class SqliteStore:
         session_id = session_id or uuid.uuid4().hex
         row = (session_id, time.time())
         await self._call(
-            lambda db: db.execute("INSERT OR IGNORE INTO sessions (id, created_at, active_at) VALUES (?1, ?2, ?2)", row)
+            lambda db: db.execute(
+                "INSERT OR IGNORE INTO sessions (id, created_at, active_at) VALUES (?1, ?2, ?2)", row
+            ),
+            write=True,
         )
         return session_id
 
