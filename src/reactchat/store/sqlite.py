@@ -447,6 +447,9 @@ class SqliteStore:
         """Keep a session's view as the newest; the oldest go past ``VIEW_EVENTS`` events."""
         self._views[session_id] = view
         self._viewed += len(view.events)
+        self._trim()
+
+    def _trim(self) -> None:
         while self._viewed > VIEW_EVENTS and self._views:
             oldest = next(iter(self._views))
             self._viewed -= len(self._views.pop(oldest).events)
@@ -456,14 +459,20 @@ class SqliteStore:
         (a new session starts one); otherwise the view, no longer whole, is dropped."""
         session_id = events[0].session
         view = self._views.pop(session_id, None)
-        if view is not None:
+        if view is None:
+            if events[0].seq == 1:
+                self._keep(session_id, _View(list(events), body))
+            return
+        tail = view.events[-1]
+        if events[0].seq != tail.seq + 1 or events[0].turn < tail.turn:
             self._viewed -= len(view.events)
-            tail = view.events[-1]
-            if events[0].seq != tail.seq + 1 or events[0].turn < tail.turn:
-                return
-            self._keep(session_id, _View([*view.events, *events], body))
-        elif events[0].seq == 1:
-            self._keep(session_id, _View(list(events), body))
+            return
+        # the view's list is its own (``turn_events`` hands out copies): extended in place
+        view.events.extend(events)
+        view.body = body
+        self._views[session_id] = view  # the newest
+        self._viewed += len(events)
+        self._trim()
 
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
