@@ -688,6 +688,34 @@ async def test_sqlite_turn_events_parse_only_what_another_connection_wrote(
         await other.close()
 
 
+async def test_sqlite_turn_view_is_not_the_list_handed_out(tmp_path: Path) -> None:
+    """The list ``turn_events`` returns is the caller's: changing it leaves the next turn's
+    view whole, and the store's appends afterwards do not grow it."""
+    url = f"sqlite:///{tmp_path}/lists.db"
+    store = resolve_store(url)
+    try:
+        session = await store.create_session()
+        await store.append(
+            UserEvent(session=session, turn=1, text="q1"), AnswerEvent(session=session, turn=1, text="a1")
+        )
+        first = await store.turn_events(session)
+        assert [e.seq for e in first] == [1, 2]
+        first.clear()
+        first.append(UserEvent(session=session, turn=9, text="not stored"))
+        second = await store.turn_events(session)
+        assert [(e.seq, e.type) for e in second] == [(1, "user"), (2, "answer")]
+        await store.append(UserEvent(session=session, turn=2, text="q2"))
+        assert [e.seq for e in second] == [1, 2]  # handed out before the append: unchanged
+        fresh = resolve_store(url)
+        try:
+            expected = [(e.seq, e.type, getattr(e, "text", "")) for e in await fresh.turn_events(session)]
+        finally:
+            await fresh.close()
+        assert [(e.seq, e.type, getattr(e, "text", "")) for e in await store.turn_events(session)] == expected
+    finally:
+        await store.close()
+
+
 async def test_sqlite_turn_views_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """At most ``VIEW_EVENTS`` events are kept parsed; the least recently used sessions go first."""
     from reactchat.store import sqlite as module
