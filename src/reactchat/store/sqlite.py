@@ -166,13 +166,17 @@ class SqliteStore:
         self._waiting: sqlite3.Connection | None = None
         self._thread: ThreadPoolExecutor | None = None
         self._writes = 0
-        #: the checkpoint's first step, on the store's thread while writes go on: whether
-        #: its last step must wait for other processes (``_checkpoint_wal``)
-        self._checkpoint: Future[bool] | None = None
+        #: ``_writes`` when the last checkpoint began
+        self._checkpointed_at = 0
+        #: the running checkpoint, on the store's thread (``_checkpoint_wal``)
+        self._checkpoint: Future[None] | None = None
+        #: set by the store's thread during the checkpoint's last step, which writes wait for
+        self._writes_wait = False
+        self._last_step_done: Future[None] = Future()
+        #: a write runs on the event loop
+        self._writing = False
         #: the WAL's header (its salts) at the last checkpoint: it changes when the WAL starts over
         self._wal_header = b""
-        #: its last step: the event loop's writes wait for it (see ``_checkpoint_wal``)
-        self._finishing: asyncio.Future[None] | None = None
         self._host = socket.gethostname()
         self._pid = os.getpid()
         #: the sessions whose turn lock this store holds
@@ -226,33 +230,31 @@ class SqliteStore:
                 # opening migrates the schema under a write lock, which may have to wait
                 await asyncio.wrap_future(self._pool().submit(lambda: self.db))
             db = self.db
-        if write and (self._finishing is not None or (self._checkpoint is not None and self._checkpoint.done())):
-            await self._checkpointed()
+        # set before the look at _writes_wait, which the store's thread sets before it looks at
+        # this: a write either waits for the checkpoint's last step or that step waits for it
+        self._writing = write
+        while self._writing and self._writes_wait:
+            self._writing = False
+            # shielded: a write that is cancelled must not cancel what the others wait for
+            await asyncio.shield(asyncio.wrap_future(self._last_step_done))
+            self._writing = True
         try:
             result = work(db)
         except sqlite3.OperationalError as exc:
             if not _busy(exc) or self.path == ":memory:":
                 raise
+            self._writing = False
             result = await self._when_unlocked(work)
+        finally:
+            self._writing = False
         if write:
             self._writes += 1
-            if self._writes % CHECKPOINT_EVERY == 0 and self._checkpoint is None and self._finishing is None:
+            if self._writes - self._checkpointed_at >= CHECKPOINT_EVERY and (
+                self._checkpoint is None or self._checkpoint.done()
+            ):
+                self._checkpointed_at = self._writes
                 self._checkpoint = self._pool().submit(self._checkpoint_wal)
         return result
-
-    async def _checkpointed(self) -> None:
-        """Before a write: once the checkpoint's first step is over, its last one, which
-        every write of this process waits for (it is short: see ``_checkpoint_wal``)."""
-        finishing = self._finishing
-        if finishing is None:
-            checkpoint, self._checkpoint = self._checkpoint, None
-            stuck = checkpoint is not None and checkpoint.exception() is None and checkpoint.result()
-            finishing = self._finishing = asyncio.wrap_future(self._pool().submit(self._finish_checkpoint, stuck))
-        # shielded: a write that is cancelled must not cancel the checkpoint the others wait for
-        with contextlib.suppress(sqlite3.Error):  # the next checkpoint will catch up
-            await asyncio.shield(finishing)
-        if self._finishing is finishing:
-            self._finishing = None
 
     async def _when_unlocked(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """``work`` once the file's lock is free: most locks are short (another process's
@@ -279,52 +281,56 @@ class SqliteStore:
             self._waiting = self._open(migrated=self._db is not None)
         return self._waiting
 
-    def _checkpoint_wal(self) -> bool:
-        """The first step of a checkpoint, on the store's thread: copy the WAL into the
-        database file while the event loop's writes go on (a passive checkpoint waits for
-        nobody). Returns whether the WAL is stuck: longer than ``WAL_RESTART_FRAMES`` and
-        not started over since the last checkpoint.
+    def _checkpoint_wal(self) -> None:
+        """Copy the WAL into the database file, on the store's thread, so that it starts over.
 
         SQLite makes the WAL start over only when a write begins after a checkpoint copied
         every frame (and no other connection still reads the old ones). Under a steady
-        stream of writes this step never gets there: the loop's writes add frames while it
-        copies. So this step copies again what was written during its last pass, up to
-        ``COPY_AGAIN`` times, until that is under ``FINISH_FRAMES``; then the loop's next write
-        waits for ``_finish_checkpoint``, which copies the few frames left (under 3 ms with its
-        two fsyncs, measured under the HTTP benchmark); that write then starts the WAL over.
+        stream of writes a passive checkpoint, which waits for nobody, never gets there: the
+        event loop's writes add frames while it copies. So it copies while writes go on,
+        then again what was written meanwhile, up to ``COPY_AGAIN`` times, until under
+        ``FINISH_FRAMES`` were; then this process's writes wait (on the loop, without
+        blocking it) while it copies the few frames left (~1-10 ms, two fsyncs) and the
+        first write after it starts the WAL over.
         """
         header, self._wal_header = self._wal_header, _wal_header(self.path)
         with contextlib.suppress(sqlite3.Error):  # the next checkpoint will catch up
             db = self._waiting_db()
             _, frames, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
             copied = frames
-            for _ in range(COPY_AGAIN):  # what was written meanwhile, so that little is left
+            for _ in range(COPY_AGAIN):
                 _, length, _ = db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
                 written, copied = length - copied, length
                 if written < FINISH_FRAMES:
                     break
-            return bool(frames > WAL_RESTART_FRAMES and header == self._wal_header)
-        return False
+            done: Future[None] = Future()
+            self._last_step_done, self._writes_wait = done, True
+            while self._writing:  # a write that began before: let it end (it takes microseconds)
+                time.sleep(0.0001)
+            try:
+                self._copy_the_rest(db, stuck=frames > WAL_RESTART_FRAMES and header == self._wal_header)
+            finally:
+                self._writes_wait = False
+                done.set_result(None)
 
-    def _finish_checkpoint(self, stuck: bool) -> None:
-        """The last step of a checkpoint, on the store's thread while this process's writes
-        wait: copy what the first step left. A ``stuck`` WAL did not start over after the
-        last checkpoint (another process kept it: a reader on an old snapshot, writes): then
-        wait for them to end, ``RESTART_WAIT_MS`` at most, and start it over."""
-        db = self._waiting_db()
-        if not stuck:
-            db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    def _copy_the_rest(self, db: sqlite3.Connection, stuck: bool) -> None:
+        """The checkpoint's last step, while this process's writes wait. A ``stuck`` WAL did
+        not start over after the last checkpoint (another process kept it: a reader on an old
+        snapshot, writes): then wait for those to end, ``RESTART_WAIT_MS`` at most, and start
+        it over."""
+        if stuck:
+            db.execute(f"PRAGMA busy_timeout = {RESTART_WAIT_MS}")
+            try:
+                db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
+            finally:
+                db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
             return
-        db.execute(f"PRAGMA busy_timeout = {RESTART_WAIT_MS}")
-        try:
-            db.execute("PRAGMA wal_checkpoint(RESTART)").fetchone()
-        finally:
-            db.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        db.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
 
     async def close(self) -> None:
         """Close the connections (they reopen on next use)."""
         thread, self._thread = self._thread, None
-        self._checkpoint = self._finishing = None
+        self._checkpoint = None
         if thread is not None:
             # a call waiting for a lock finishes first; the connections close after it
             await asyncio.wrap_future(thread.submit(self._close_waiting))
