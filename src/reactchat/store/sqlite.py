@@ -60,8 +60,10 @@ from reactchat.store._migrations import Schema, mark_interrupted
 
 BUSY_TIMEOUT_MS = 10_000
 #: writes between two WAL checkpoints, run on the store's thread (SQLite's own default is
-#: one every 1,000 pages, about 400 commits here, run inline by the commit that crosses it)
-CHECKPOINT_EVERY = 1000
+#: one every 1,000 pages, about 400 commits here, run inline by the commit that crosses it);
+#: each makes every write wait a few ms at its end, so not more often: the WAL grows to
+#: ~6,500 frames (26 MiB) between two under the HTTP benchmark's load
+CHECKPOINT_EVERY = 2000
 #: pauses (seconds) between the event loop's attempts on a locked file before the call
 #: goes to the store's thread, which waits for the lock
 INLINE_RETRIES = (0.0005, 0.001, 0.002)
