@@ -123,6 +123,31 @@ async def test_every_event_is_durable_before_the_next(store_url: str, tmp_path: 
     await agent.store.close()
 
 
+async def test_a_turns_lock_ends_with_its_final_answer(store_url: str, tmp_path: Path) -> None:
+    """The final answer's own store transaction releases the turn's lock: when the answer
+    reaches the caller, another worker can already take the session; a turn that ends on
+    a question keeps its lock until its stream ends, then lets it go as before."""
+    agent = make_agent(store_url, ["bump", "ask"], str(tmp_path / "effects"))
+    other = agent.store if store_url == "memory:" else resolve_store(store_url)
+    session = await agent.store.create_session()
+    async for event in agent.stream("go", session):
+        if isinstance(event, QuestionEvent):
+            assert not await other.try_lock(session, "next", 60)
+    assert await other.try_lock(session, "next", 60)
+    await other.unlock(session, "next")
+    freed = []
+    async for event in agent.stream("Lyon", session):
+        if isinstance(event, AnswerEvent):
+            freed.append(await other.try_lock(session, "next", 60))
+    assert freed == [True]
+    assert not await agent.store.try_lock(session, "third", 60)  # the run did not take it back
+    await other.unlock(session, "next")
+    assert [e.type for e in (await other.events(session))[-2:]] == ["observation", "answer"]
+    if other is not agent.store:
+        await other.close()
+    await agent.store.close()
+
+
 # ------------------------------------------------------------------ one turn at a time
 
 

@@ -26,7 +26,7 @@ from reactchat.messages import (
     Usage,
     UserEvent,
 )
-from reactchat.store import SessionNotFound, Store, lock_and_read, resolve_store
+from reactchat.store import SessionNotFound, Store, append_and_unlock, lock_and_read, resolve_store
 
 
 def every_kind_of_event(session: str) -> list[Event]:
@@ -192,6 +192,31 @@ async def test_lock_and_read_takes_the_lock_then_reads(store_url: str) -> None:
         assert await store.try_lock("missing", "d", 60)  # the lock was given back
     finally:
         await store.close()
+
+
+async def test_append_and_unlock_ends_a_turn_with_its_last_events(store_url: str) -> None:
+    """``append_and_unlock``: the events durable and the turn lock gone, if the caller held it;
+    if the append fails, the lock stays."""
+    store = resolve_store(store_url)
+    other = store if store_url == "memory:" else resolve_store(store_url)
+    try:
+        session = await store.create_session()
+        assert await store.try_lock(session, "a", 60)
+        await append_and_unlock(store, "b", UserEvent(session=session, turn=1, text="from b"))
+        assert not await other.try_lock(session, "b", 60)  # not b's to release
+        answer = AnswerEvent(session=session, turn=1, step=1, text="done")
+        await append_and_unlock(store, "a", UserEvent(session=session, turn=1, step=1, text="last"), answer)
+        assert answer.seq == 3
+        assert [e.seq for e in await other.events(session)] == [1, 2, 3]
+        assert await other.try_lock(session, "b", 60)
+        assert await store.try_lock("missing", "c", 60)
+        with pytest.raises(SessionNotFound):
+            await append_and_unlock(store, "c", UserEvent(session="missing", turn=1, text="lost"))
+        assert not await other.try_lock("missing", "d", 60)  # still c's
+    finally:
+        await store.close()
+        if other is not store:
+            await other.close()
 
 
 async def test_a_lock_whose_read_fails_is_given_back(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

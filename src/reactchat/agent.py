@@ -54,7 +54,8 @@ class Hooks:
     """What other components plug into an agent's turns (``reactchat.knowledge.attach`` does).
 
     ``session_tools`` add tools per session at the start of each turn; ``turn_end`` run
-    once a turn has its final answer, before the answer is yielded. A turn paused on a
+    once a turn has its final answer, before the answer is yielded (the answer's store
+    transaction may have released the turn's lock already). A turn paused on a
     question is not over: it ends once, when it answers. ``new_message`` hooks see a
     message that starts a new turn before the turn's tools are chosen (links in it are
     read this way: ``reactchat.toolbox.read_links_in_messages``).

@@ -39,7 +39,7 @@ from reactchat.messages import (
 from reactchat.models import ContextTooLong, Model, ModelError
 from reactchat.output import Output, OutputInvalid
 from reactchat.session import Pending
-from reactchat.store import Store
+from reactchat.store import Store, append_and_unlock
 from reactchat.threads import ToolThreads
 from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
 from reactchat.tracing import NO_TRACE, TurnTrace, start_turn
@@ -103,6 +103,10 @@ class Loop:
     output_corrections: int = 0
     #: the user's message that opened the turn (tools see it as ``RunContext.message``)
     message: str = ""
+    #: the owner of the turn's lock when this run's final answer ends the turn (``Run`` sets it):
+    #: the lock then ends in the answer's own store transaction, and ``released`` says it did
+    release: str | None = None
+    released: bool = False
 
     # ------------------------------------------------------------------ ways in
 
@@ -226,7 +230,7 @@ class Loop:
                     yield await self.emit(refused)
                     self.transcript.add_correction(reply.text, refused.message)
                     continue
-                yield await self.emit(answer)
+                yield await self.conclude(answer)
                 return
             # the events of every step are built from values made here: not validated again
             thought = ThoughtEvent.built(text=decision.thought, raw=decision.raw, seconds=seconds, usage=reply.usage)
@@ -329,7 +333,7 @@ class Loop:
                 direct = result.text
         if question is None and not waiting and direct is not None:
             # "intent recognition + direct tool output": no summarising model call
-            yield await self.emit(AnswerEvent(text=direct, thought=thought.text))
+            yield await self.conclude(AnswerEvent(text=direct, thought=thought.text))
 
     def question(self, call: Call, text: str) -> QuestionEvent:
         """The question ``call`` asks the user (linked to this run's span for its resumption)."""
@@ -485,8 +489,8 @@ class Loop:
             reply, seconds = await self.call_model(self.transcript.request(final=True))
         except ModelError as error:
             text = f"The run stopped ({reason}) and the model could not give a final answer: {error}"
-            return await self.emit(AnswerEvent(text=text, status="stopped", reason=reason))
-        return await self.emit(
+            return await self.conclude(AnswerEvent(text=text, status="stopped", reason=reason))
+        return await self.conclude(
             AnswerEvent(
                 text=self.transcript.read_final(reply),
                 status="stopped",
@@ -502,6 +506,16 @@ class Loop:
     async def emit(self, event: Event) -> Event:
         """Stamp an event with its place in the session and make it durable."""
         return (await self.record(event))[0]
+
+    async def conclude(self, answer: AnswerEvent) -> Event:
+        """Record this run's final answer; with ``release``, the turn's lock ends in the same
+        store transaction (one commit fewer per turn)."""
+        if self.release is None:
+            return await self.emit(answer)
+        answer.__dict__.update(session=self.session, turn=self.turn, step=self.step, agent=self.agent, run=self.run)
+        await append_and_unlock(self.store, self.release, answer)
+        self.released = True
+        return answer
 
     async def record(self, *events: Event) -> tuple[Event, ...]:
         """Stamp events and make them durable together (one store transaction)."""

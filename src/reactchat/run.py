@@ -152,6 +152,10 @@ class Run:
         self._seen: SessionState | None = None
         #: how many of the session's events come before what the lock read reads (``_look``'s)
         self._since = 0
+        #: the owner of the session's turn lock while this run holds it
+        self._owner = ""
+        #: the loop whose final answer releases the lock with it (the turn's last stretch)
+        self._closing: Loop | None = None
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._with_deltas() if self.deltas else self._events()
@@ -161,7 +165,7 @@ class Run:
     async def _events(self) -> AsyncIterator[Event]:
         store = self.agent.store
         seen = await self._look()
-        owner = os.urandom(16).hex()  # as unique as a uuid4's hex, made in a quarter of the time
+        owner = self._owner = os.urandom(16).hex()  # as unique as a uuid4's hex, made in a quarter of the time
         # under the lock: what came since that look (everything if there was none)
         since = None if self._new else 0 if seen is None else self._since
         newer = await lock_and_read(store, self.session, owner, self.agent.lock_ttl, since)
@@ -181,7 +185,8 @@ class Run:
                     yield event
                 self._finish(turn, kept, outcome)
         finally:
-            await store.unlock(self.session, owner)
+            if self._closing is None or not self._closing.released:
+                await store.unlock(self.session, owner)
 
     async def _look(self) -> list[Event] | None:
         """Before the lock: create the session, or pin the pending item the sender could see.
@@ -229,7 +234,7 @@ class Run:
         last = state.last
         # an interrupted turn is finished first; a cancelled one only when asked (``resume``)
         if last is not None and (last.status == "interrupted" or (last.status == "cancelled" and self.message is None)):
-            loop = await self._loop(state, last)
+            loop = await self._loop(state, last, closing=self.message is None)
             outcome = last.outcome.copy()  # folded on in ``_events``
             yield loop.recover(self._mine(last)), last, outcome
             if self.message is None or outcome.pending is not None:
@@ -241,7 +246,7 @@ class Run:
                 raise NothingToRun(self.session)
             return
         if pending is not None and last is not None:
-            loop = await self._loop(state, last)
+            loop = await self._loop(state, last, closing=True)
             outcome = last.outcome.copy()  # folded on in ``_events``
             if pending.run == self.run_id and isinstance(loop, Loop):
                 replies = loop.resume(pending, self.message)
@@ -251,7 +256,7 @@ class Run:
         else:
             turn = Turn(last.index + 1 if last else 1, self.message)
             await self.agent.hooks.message_arrived(self.session, self.message)
-            loop = await self._loop(state, turn)
+            loop = await self._loop(state, turn, closing=True)
             yield loop.start(self.message), turn, Outcome()
 
     async def _answer_nested(self, runner: Runner, turn: Turn, pending: Pending) -> AsyncIterator[Event]:
@@ -284,8 +289,10 @@ class Run:
         """This run's events among the turn's (a turn's events include its sub-agents')."""
         return [e for e in turn.events if e.run == self.run_id]
 
-    async def _loop(self, state: SessionState, turn: Turn) -> Runner:
-        """The loop of this run for ``turn``, its stored events replayed."""
+    async def _loop(self, state: SessionState, turn: Turn, closing: bool = False) -> Runner:
+        """The loop of this run for ``turn``, its stored events replayed. A ``closing`` loop
+        runs the run's last stretch: a plain ReAct loop's final answer then releases the turn's
+        lock in its own store transaction (a plan or Reflexion loop's answers need not be the last)."""
         agent = self.agent
         history = state.history(before=turn.index, budget=agent.history_tokens * CHARS_PER_TOKEN)
         loop = await make_loop(
@@ -293,7 +300,10 @@ class Run:
         )
         loop.on_delta = self._on_delta
         loop.stored = turn.events
-        return agent.runner(loop, turn.question, history, self._mine(turn))
+        runner = agent.runner(loop, turn.question, history, self._mine(turn))
+        if closing and runner is loop:
+            loop.release, self._closing = self._owner, loop
+        return runner
 
     # ------------------------------------------------------------------ deltas
 

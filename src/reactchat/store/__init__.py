@@ -24,7 +24,8 @@ class Store(Protocol):
     A store that several processes share (SQLite, PostgreSQL) also has ``abandoned()``
     (turns whose process died), ``request_cancel(session)`` (ask the process running a
     turn to stop it) and ``cancel_requests()`` (what this process was asked to stop);
-    the server uses them when they are there.
+    the server uses them when they are there. Optional, for fewer round trips:
+    ``try_lock_read`` (see ``lock_and_read``) and ``append_unlock`` (see ``append_and_unlock``).
     """
 
     #: the store's URL (``memory:``, ``sqlite:///...``, ``postgresql://...``), so other
@@ -102,6 +103,18 @@ async def lock_and_read(store: Store, session_id: str, owner: str, ttl: float, s
         raise
 
 
+async def append_and_unlock(store: Store, owner: str, *events: Event) -> None:
+    """Append ``events`` (at least one) and release their session's turn lock if ``owner``
+    holds it: a turn's last events and its end. A store with an ``append_unlock(owner,
+    *events)`` method does both in one transaction; if the append fails, the lock is kept."""
+    both = getattr(store, "append_unlock", None)
+    if both is not None:
+        await both(owner, *events)
+        return
+    await store.append(*events)
+    await store.unlock(events[0].session, owner)
+
+
 _SCHEMES = {
     "memory": "reactchat.store.memory:from_url",
     "sqlite": "reactchat.store.sqlite:from_url",
@@ -165,6 +178,7 @@ __all__ = [
     "SessionBusy",
     "SessionNotFound",
     "Store",
+    "append_and_unlock",
     "default_db",
     "lock_and_read",
     "resolve_store",

@@ -50,6 +50,11 @@ class MemoryStore:
             log.append(event)
             event.__dict__["seq"] = len(log)
 
+    async def append_unlock(self, owner: str, *events: Event) -> None:
+        """Keep events, then release their session's lock if ``owner`` holds it."""
+        await self.append(*events)
+        await self.unlock(events[0].session, owner)
+
     async def try_lock(self, session_id: str, owner: str, ttl: float) -> bool:
         """Take the session's turn lock unless another owner holds a live one."""
         now = time.monotonic()

@@ -484,17 +484,28 @@ class SqliteStore:
 
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
+        await self._append(events, None)
+
+    async def append_unlock(self, owner: str, *events: Event) -> None:
+        """``append``, and in the same transaction ``unlock`` of their session for ``owner``
+        (one commit, not two, for a turn's last event)."""
+        await self._append(events, owner)
+        self._held.discard(events[0].session)
+
+    async def _append(self, events: tuple[Event, ...], release: str | None) -> None:
         rows = [(e.session, e.turn, e.step, e.type, e.at, stored_json(e)) for e in events]
 
         def insert(db: sqlite3.Connection) -> None:
             # one statement per event, so the next seq is computed under the write lock;
-            # several events in one transaction (not a context manager: this is per step)
-            many = len(rows) > 1
+            # several events (or a release) in one transaction (not a context manager: this is per step)
+            many = len(rows) > 1 or release is not None
             if many:
                 db.execute("BEGIN IMMEDIATE")
             try:
                 for event, row in zip(events, rows, strict=True):
                     (event.__dict__["seq"],) = db.execute(_APPEND, row).fetchone()
+                if release is not None:
+                    _release(db, events[0].session, release)
                 if many:
                     db.execute("COMMIT")
             except BaseException as exc:
@@ -588,10 +599,7 @@ class SqliteStore:
 
         def release(db: sqlite3.Connection) -> None:
             with _immediate(db):
-                if db.execute(
-                    "DELETE FROM session_locks WHERE session = ? AND owner = ?", (session_id, owner)
-                ).rowcount:
-                    db.execute(_ACTIVE, (time.time(), session_id))
+                _release(db, session_id, owner)
 
         await self._call(release, True)
         self._held.discard(session_id)
@@ -711,6 +719,12 @@ def _turn_view(events: list[Event]) -> list[Event]:
             kept.append(event)
         turn = event.turn
     return kept
+
+
+def _release(db: sqlite3.Connection, session_id: str, owner: str) -> None:
+    """The turn lock's row gone if ``owner`` holds it, the session active until now, in the caller's transaction."""
+    if db.execute("DELETE FROM session_locks WHERE session = ? AND owner = ?", (session_id, owner)).rowcount:
+        db.execute(_ACTIVE, (time.time(), session_id))
 
 
 def _exists(db: sqlite3.Connection, session_id: str) -> bool:
