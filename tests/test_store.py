@@ -194,6 +194,36 @@ async def test_lock_and_read_takes_the_lock_then_reads(store_url: str) -> None:
         await store.close()
 
 
+async def test_lock_and_read_appends_the_first_event_only_if_nothing_came_since(store_url: str) -> None:
+    """``lock_and_read(..., then)``: the turn's first event is appended with the lock when the read
+    finds nothing after ``since`` (the session as its caller saw it); otherwise nothing is."""
+    store = resolve_store(store_url)
+    other = store if store_url == "memory:" else resolve_store(store_url)
+    try:
+        session = await store.create_session()
+        first = UserEvent(session=session, turn=1, text="first")
+        assert await lock_and_read(store, session, "a", 60, 0, (first,)) == []
+        assert first.seq == 1
+        assert [text_of(e) for e in await other.events(session)] == ["first"]
+        assert await lock_and_read(store, session, "b", 60, 1, (UserEvent(session=session, turn=2, text="b"),)) is None
+        await store.unlock(session, "a")
+        late = UserEvent(session=session, turn=2, text="late")
+        newer = await lock_and_read(store, session, "b", 60, 0, (late,))  # saw nothing: first came since
+        assert [text_of(e) for e in newer or []] == ["first"]
+        assert [text_of(e) for e in await other.events(session)] == ["first"]  # late not appended
+        await store.unlock(session, "b")
+        fresh = await store.create_session()
+        assert await lock_and_read(store, fresh, "c", 60, None, (UserEvent(session=fresh, turn=1, text="new"),)) == []
+        assert [text_of(e) for e in await other.events(fresh)] == ["new"]
+        with pytest.raises(SessionNotFound):
+            await lock_and_read(store, "missing", "d", 60, None, (UserEvent(session="missing", turn=1, text="x"),))
+        assert await other.try_lock("missing", "e", 60)  # the lock was given back (or never taken)
+    finally:
+        await store.close()
+        if other is not store:
+            await other.close()
+
+
 async def test_append_and_unlock_ends_a_turn_with_its_last_events(store_url: str) -> None:
     """``append_and_unlock``: the events durable and the turn lock gone, if the caller held it;
     if the append fails, the lock stays."""

@@ -110,9 +110,10 @@ class Loop:
 
     # ------------------------------------------------------------------ ways in
 
-    def start(self, message: str) -> AsyncIterator[Event]:
-        """Run a new turn for ``message``."""
-        return self.invoke(UserEvent(text=message))
+    def start(self, message: str, opening: UserEvent | None = None) -> AsyncIterator[Event]:
+        """Run a new turn for ``message``; ``opening`` is its event when already recorded (``Run``
+        records it with the turn's lock, in one store transaction)."""
+        return self.invoke(opening or UserEvent(text=message), recorded=opening is not None)
 
     async def resume(self, pending: Pending, reply: str) -> AsyncIterator[Event]:
         """Continue a run that waits on ``pending`` with the user's ``reply`` as its observation.
@@ -142,12 +143,12 @@ class Loop:
 
     # ------------------------------------------------------------------ the loop
 
-    async def invoke(self, opening: Event | None = None) -> AsyncIterator[Event]:
+    async def invoke(self, opening: Event | None = None, recorded: bool = False) -> AsyncIterator[Event]:
         """``steps``, traced as one ``invoke_agent`` span when OpenTelemetry is installed;
-        ``opening`` (a new turn's message) is recorded first, before the span starts (one
-        generator per turn fewer than a ``start`` of its own around this one)."""
+        ``opening`` (a new turn's message) is recorded first, unless it is ``recorded`` already,
+        before the span starts (one generator per turn fewer than a ``start`` of its own around this one)."""
         if opening is not None:
-            yield await self.emit(opening)
+            yield opening if recorded else await self.emit(opening)
         self.trace = start_turn(self.agent.rsplit("/", 1)[-1], self.session, self.model.name, self.resumes)
         status: str = "interrupted"
         failure: BaseException | None = None

@@ -156,6 +156,8 @@ class Run:
         self._owner = ""
         #: the loop whose final answer releases the lock with it (the turn's last stretch)
         self._closing: Loop | None = None
+        #: the new turn's first event, recorded with the lock (``_opening``)
+        self._opened: UserEvent | None = None
 
     def __aiter__(self) -> AsyncIterator[Event]:
         return self._with_deltas() if self.deltas else self._events()
@@ -168,9 +170,12 @@ class Run:
         owner = self._owner = os.urandom(16).hex()  # as unique as a uuid4's hex, made in a quarter of the time
         # under the lock: what came since that look (everything if there was none)
         since = None if self._new else 0 if seen is None else self._since
-        newer = await lock_and_read(store, self.session, owner, self.agent.lock_ttl, since)
+        opening = self._opening(seen)
+        newer = await lock_and_read(store, self.session, owner, self.agent.lock_ttl, since, opening)
         if newer is None:
             raise SessionBusy(self.session)
+        if opening and not newer:
+            self._opened = opening[0]
         try:
             state, pending = self._read(seen, newer)
             # one level of generators per event, not three: the plan yields each stretch
@@ -210,6 +215,20 @@ class Run:
         if not await store.exists(self.session):
             raise SessionNotFound(self.session)
         return None
+
+    def _opening(self, seen: list[Event] | None) -> tuple[UserEvent, ...]:
+        """The event that opens the new turn this message starts, when the look before the lock
+        (``seen``) tells it does one: recorded with the lock, in its transaction, if the session
+        is still as seen. None when the message answers a pending item, an interrupted turn
+        comes first, or a plan or Reflexion loop runs the turn (they record their own)."""
+        agent = self.agent
+        if self.message is None or seen is None or self.reply_to is not None or agent.reflect or agent.plan:
+            return ()
+        last = self._seen.last if self._seen is not None else None
+        if last is not None and last.status == "interrupted":
+            return ()
+        turn = last.index + 1 if last else 1
+        return (UserEvent(session=self.session, turn=turn, agent=self.path, run=self.run_id, text=self.message),)
 
     def _read(self, seen: list[Event] | None, newer: list[Event]) -> tuple[SessionState, Pending | None]:
         """Under the lock: the session's state, and the pending item this message answers
@@ -257,7 +276,11 @@ class Run:
             turn = Turn(last.index + 1 if last else 1, self.message)
             await self.agent.hooks.message_arrived(self.session, self.message)
             loop = await self._loop(state, turn, closing=True)
-            yield loop.start(self.message), turn, Outcome()
+            if self._opened is not None:
+                assert isinstance(loop, Loop) and self._opened.turn == turn.index  # as ``_opening`` foresaw
+                yield loop.start(self.message, self._opened), turn, Outcome()
+            else:
+                yield loop.start(self.message), turn, Outcome()
 
     async def _answer_nested(self, runner: Runner, turn: Turn, pending: Pending) -> AsyncIterator[Event]:
         """Reply to an item a nested run asked (a sub-agent, a plan step): the reply is stored

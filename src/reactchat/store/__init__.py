@@ -25,7 +25,8 @@ class Store(Protocol):
     (turns whose process died), ``request_cancel(session)`` (ask the process running a
     turn to stop it) and ``cancel_requests()`` (what this process was asked to stop);
     the server uses them when they are there. Optional, for fewer round trips:
-    ``try_lock_read`` (see ``lock_and_read``) and ``append_unlock`` (see ``append_and_unlock``).
+    ``try_lock_read`` and ``try_lock_read_append`` (see ``lock_and_read``) and
+    ``append_unlock`` (see ``append_and_unlock``).
     """
 
     #: the store's URL (``memory:``, ``sqlite:///...``, ``postgresql://...``), so other
@@ -80,27 +81,38 @@ class Store(Protocol):
         ...
 
 
-async def lock_and_read(store: Store, session_id: str, owner: str, ttl: float, since: int | None) -> list[Event] | None:
+async def lock_and_read(
+    store: Store, session_id: str, owner: str, ttl: float, since: int | None, then: tuple[Event, ...] = ()
+) -> list[Event] | None:
     """Take the session's turn lock for ``owner``, then read its events after the first ``since``
     (none when ``since`` is None); None, with nothing read, when someone else holds the lock.
+    If the read finds nothing (the session is as the caller saw it), ``then`` is appended.
 
     The read sees every event appended before the lock was taken. A store with a
-    ``try_lock_read`` method of the same signature does both in one round trip. When the
-    read fails (``SessionNotFound``) the lock is given back before the error is raised.
+    ``try_lock_read`` method of the same signature does both in one round trip, one with
+    ``try_lock_read_append`` (``then`` last) all three in one transaction. When the read or
+    the append fails (``SessionNotFound``) the lock is given back before the error is raised.
     """
+    events: list[Event] | None
+    if then and (all_three := getattr(store, "try_lock_read_append", None)) is not None:
+        events = await all_three(session_id, owner, ttl, since, then)
+        return events
     both = getattr(store, "try_lock_read", None)
     if both is not None:
-        events: list[Event] | None = await both(session_id, owner, ttl, since)
-        return events
-    if not await store.try_lock(session_id, owner, ttl):
+        events = await both(session_id, owner, ttl, since)
+        if events is None:
+            return None
+    elif not await store.try_lock(session_id, owner, ttl):
         return None
-    if since is None:
-        return []
     try:
-        return await store.events(session_id, since=since)
+        if both is None:
+            events = [] if since is None else await store.events(session_id, since=since)
+        if not events and then:
+            await store.append(*then)
     except BaseException:
         await store.unlock(session_id, owner)
         raise
+    return events
 
 
 async def append_and_unlock(store: Store, owner: str, *events: Event) -> None:

@@ -48,7 +48,7 @@ import socket
 import sqlite3
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
@@ -502,17 +502,14 @@ class SqliteStore:
             if many:
                 db.execute("BEGIN IMMEDIATE")
             try:
-                for event, row in zip(events, rows, strict=True):
-                    (event.__dict__["seq"],) = db.execute(_APPEND, row).fetchone()
+                _insert(db, events, rows)
                 if release is not None:
                     _release(db, events[0].session, release)
                 if many:
                     db.execute("COMMIT")
-            except BaseException as exc:
+            except BaseException:
                 if db.in_transaction:
                     db.execute("ROLLBACK")
-                if isinstance(exc, sqlite3.IntegrityError) and "FOREIGN KEY" in str(exc):
-                    raise SessionNotFound(events[0].session) from None
                 raise
 
         await self._call(insert, write=True)
@@ -566,23 +563,36 @@ class SqliteStore:
         """``try_lock``, then the session's events after the first ``since`` (none when None), read
         in the lock's own transaction; None, with nothing read, when someone else holds the lock.
         ``SessionNotFound`` (``since`` 0 only, as ``events``) leaves the lock untaken."""
+        return await self.try_lock_read_append(session_id, owner, ttl, since, ())
+
+    async def try_lock_read_append(
+        self, session_id: str, owner: str, ttl: float, since: int | None, events: tuple[Event, ...]
+    ) -> list[Event] | None:
+        """``try_lock_read``, and ``events`` appended in the same transaction if it read nothing
+        (the session is as the caller last saw it): a turn's lock and its first event in one commit."""
+        rows = [(e.session, e.turn, e.step, e.type, e.at, stored_json(e)) for e in events]
 
         def take_read(db: sqlite3.Connection) -> list[tuple[int, str]] | None:
             with _immediate(db):
                 if not self._take(db, session_id, owner, ttl):
                     return None
                 if since is None:
-                    return []
-                rows: list[tuple[int, str]] = db.execute(_SINCE, (session_id, since)).fetchall()
-                if not rows and not since and not _exists(db, session_id):
-                    raise SessionNotFound(session_id)  # rolled back: no lock taken
-                return rows
+                    read: list[tuple[int, str]] = []
+                else:
+                    read = db.execute(_SINCE, (session_id, since)).fetchall()
+                    if not read and not since and not _exists(db, session_id):
+                        raise SessionNotFound(session_id)  # rolled back: no lock taken
+                if not read and rows:
+                    _insert(db, events, rows)
+                return read
 
-        rows = await self._call(take_read, write=True)
-        if rows is None:
+        read = await self._call(take_read, write=True)
+        if read is None:
             return None
         self._held.add(session_id)
-        return [stored_event(seq, body) for seq, body in rows]
+        if not read and rows:
+            self._extend_view(events, rows[-1][5])
+        return [stored_event(seq, body) for seq, body in read]
 
     def _take(self, db: sqlite3.Connection, session_id: str, owner: str, ttl: float) -> bool:
         """The lock's row for ``owner`` unless another owner holds it, in the caller's write transaction."""
@@ -719,6 +729,22 @@ def _turn_view(events: list[Event]) -> list[Event]:
             kept.append(event)
         turn = event.turn
     return kept
+
+
+#: an event's row in ``events``: session, turn, step, type, at, body
+_Row = tuple[str, int, int, str, float, str]
+
+
+def _insert(db: sqlite3.Connection, events: tuple[Event, ...], rows: Sequence[_Row]) -> None:
+    """The events' rows, each given the session's next seq (one statement per event, so that
+    it is computed under the write lock)."""
+    try:
+        for event, row in zip(events, rows, strict=True):
+            (event.__dict__["seq"],) = db.execute(_APPEND, row).fetchone()
+    except sqlite3.IntegrityError as exc:
+        if "FOREIGN KEY" in str(exc):
+            raise SessionNotFound(events[0].session) from None
+        raise
 
 
 def _release(db: sqlite3.Connection, session_id: str, owner: str) -> None:
