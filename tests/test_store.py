@@ -816,3 +816,114 @@ def test_importing_reactchat_does_not_import_database_drivers() -> None:
     code = "import sys, reactchat, reactchat.store; print('psycopg' in sys.modules, 'sqlite3' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
     assert out.stdout.split() == ["False", "False"]
+
+
+async def test_postgres_turn_events_parse_only_what_another_worker_wrote(
+    postgres_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As SQLite's: a session's turn view is kept parsed by the store that read or wrote it,
+    its next turn parses nothing, and what another worker wrote (appends, a session deleted and
+    made again) is read from the database, as a fresh store reads it."""
+    from reactchat.store import postgres as module
+
+    mine, other = resolve_store(postgres_url), resolve_store(postgres_url)
+    parsed: list[int] = []
+    parse = module.stored_event
+    monkeypatch.setattr(module, "stored_event", lambda seq, body: parsed.append(seq) or parse(seq, body))
+
+    async def fresh(session: str) -> list[tuple[int, str]]:
+        store = resolve_store(postgres_url)
+        try:
+            return [(e.seq, e.type) for e in await store.turn_events(session)]
+        finally:
+            await store.close()
+
+    def turn(session: str, n: int, first: Event | None = None) -> list[Event]:
+        return [
+            first or UserEvent(session=session, turn=n, text=f"q{n}"),
+            ThoughtEvent(session=session, turn=n, step=1, text="t"),
+            ActionEvent(session=session, turn=n, step=1, call_id=f"c{n}", tool="x", input={}),
+            ObservationEvent(session=session, turn=n, step=1, call_id=f"c{n}", tool="x", text="o"),
+            AnswerEvent(session=session, turn=n, step=2, text=f"a{n}"),
+        ]
+
+    try:
+        session = await mine.create_session()
+        for n in (1, 2, 3):  # turn 2 begins with a thought: a turn's first event is kept
+            first = ThoughtEvent(session=session, turn=2, step=0, text="resumed") if n == 2 else None
+            events = turn(session, n, first)
+            await mine.append(events[0])
+            await mine.append(*events[1:4])  # several events of one session in one batch
+            await mine.append(events[4])
+            parsed.clear()
+            got = [(e.seq, e.type) for e in await mine.turn_events(session)]
+            assert parsed == []  # every event came from this store: none parsed
+            assert got == await fresh(session)
+        last_turn = [(11, "user"), (12, "thought"), (13, "action"), (14, "observation"), (15, "answer")]
+        assert got == [(1, "user"), (5, "answer"), (6, "thought"), (10, "answer"), *last_turn]
+
+        await other.append(UserEvent(session=session, turn=4, text="from another worker"))
+        parsed.clear()
+        got = [(e.seq, e.type) for e in await mine.turn_events(session)]
+        assert got == await fresh(session) and got[-1] == (16, "user") and parsed
+        parsed.clear()
+        await mine.turn_events(session)
+        assert parsed == []  # read once, kept again
+
+        # deleted and made again elsewhere, its last event at the same place: the database's events
+        assert await other.delete_session(session)
+        await other.create_session(session)
+        for event in [*turn(session, 1), *turn(session, 2), *turn(session, 3)]:
+            await other.append(event)
+        await other.append(UserEvent(session=session, turn=4, text="a new session"))
+        events = await mine.turn_events(session)
+        assert [(e.seq, e.type) for e in events] == await fresh(session) and events[-1].seq == 16
+        assert isinstance(events[-1], UserEvent) and events[-1].text == "a new session"
+
+        # deleted elsewhere: not found, whatever this store kept
+        assert await other.delete_session(session)
+        with pytest.raises(SessionNotFound):
+            await mine.turn_events(session)
+    finally:
+        await mine.close()
+        await other.close()
+
+
+async def test_postgres_turn_views_checked_together(postgres_url: str) -> None:
+    """Views of several sessions are checked in one batch; each gets its own answer (a session
+    another worker wrote to is read again, the others come from their views)."""
+    mine, other = resolve_store(postgres_url), resolve_store(postgres_url)
+    try:
+        sessions = [await mine.create_session() for _ in range(6)]
+        for i, session in enumerate(sessions):
+            await mine.append(
+                UserEvent(session=session, turn=1, text=f"q{i}"), AnswerEvent(session=session, turn=1, text=f"a{i}")
+            )
+        await other.append(UserEvent(session=sessions[2], turn=2, text="elsewhere"))
+        await other.append(UserEvent(session=sessions[4], turn=2, text="elsewhere"))
+        got = await asyncio.gather(*(mine.turn_events(session) for session in sessions))
+        for i, events in enumerate(got):
+            expected = [(1, "user"), (2, "answer")] + ([(3, "user")] if i in (2, 4) else [])
+            assert [(e.seq, e.type) for e in events] == expected
+            assert events[0].text == f"q{i}"
+    finally:
+        await mine.close()
+        await other.close()
+
+
+async def test_postgres_turn_views_are_bounded(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most ``VIEW_EVENTS`` events are kept parsed; the least recently used sessions go first."""
+    from reactchat.store import postgres as module
+
+    monkeypatch.setattr(module, "VIEW_EVENTS", 10)
+    store = module.PostgresStore(postgres_url)
+    try:
+        sessions = [await store.create_session() for _ in range(4)]
+        for session in sessions:
+            await store.append(*(UserEvent(session=session, turn=1, step=i, text=str(i)) for i in range(4)))
+        assert list(store._views) == sessions[2:]  # 4 + 4 events kept
+        assert len(await store.turn_events(sessions[0])) == 4  # read again, now the newest
+        assert list(store._views) == [sessions[3], sessions[0]]
+        assert store._viewed == 8
+    finally:
+        await store.close()

@@ -195,6 +195,18 @@ _LockCall = tuple[str, bool, "int | None"]
 #: what a call of the lock batch gets: None for an attempt lost, else the events it asked for
 _Outcome = list[Event] | BaseException | None
 
+#: events kept parsed across the sessions' turn views (``turn_events``), least recently used
+#: sessions dropped first: a turn of a session this store read or wrote lately parses nothing
+VIEW_EVENTS = 4096
+#: whether a batch of kept views is still whole: each session's events from the view's last one
+#: on (its seq given), and whether that one's stored JSON is still the view's (a session deleted
+#: and made again may have another event in that place)
+_CHECK = """SELECT r.i, e.seq, e.body::text = r.body FROM unnest(%b::text[], %b::int[], %b::text[])
+    WITH ORDINALITY AS r(s, last, body, i)
+JOIN events e ON e.session = r.s AND e.seq >= r.last ORDER BY r.i, e.seq"""
+#: ``_CHECK`` for one session (scalar parameters, as ``_READ_ONE``)
+_CHECK_ONE = "SELECT 1, seq, body::text = %s FROM events WHERE session = %s AND seq >= %s ORDER BY seq"
+
 #: the channel on which ``request_cancel`` tells the workers which session's turn to stop
 CANCEL_CHANNEL = "reactchat_cancel"
 #: seconds a worker waits for a notification before it looks at the marks itself
@@ -234,6 +246,9 @@ class PostgresStore:
         self._claims: dict[str, str] = {}
         #: the connection that listens for cancel requests
         self._listener: AsyncConnection[Any] | None = None
+        #: session → its turn view, least recently used first (``turn_events``), and their events
+        self._views: dict[str, _View] = {}
+        self._viewed = 0
         self._batchers()
         self._chores: set[asyncio.Task[Any]] = set()
 
@@ -241,7 +256,8 @@ class PostgresStore:
         # two batches in flight: one is written while the next one fills
         self._appends: Batcher[list[Event], None] = Batcher(self._write, concurrency=2)
         self._reads: Batcher[tuple[str, int], list[Event]] = Batcher(self._read_batch, concurrency=2)
-        self._turn_reads: Batcher[str, list[Event]] = Batcher(self._turn_read_batch, concurrency=2)
+        self._turn_reads: Batcher[str, tuple[list[Event], str]] = Batcher(self._turn_read_batch, concurrency=2)
+        self._checks: Batcher[tuple[str, int, str], bool] = Batcher(self._check_batch, concurrency=2)
         self._creations: Batcher[str, None] = Batcher(self._create_batch)
         self._lock_calls: Batcher[_LockCall, list[Event] | None] = Batcher(self._lock_batch)
 
@@ -360,6 +376,7 @@ class PostgresStore:
     async def delete_session(self, session_id: str, idle_before: float | None = None) -> bool:
         """Delete a session and all its events; False if there was none. With ``idle_before``,
         only if it was last active before that time and no turn of it is running."""
+        self._forget(session_id)
         async with self._db() as db:
             if idle_before is not None:
                 cursor = await db.execute(_EXPIRE, {"id": session_id, "before": idle_before})
@@ -386,18 +403,78 @@ class PostgresStore:
         turn (and the session's last event), and of the earlier turns only their first event,
         user messages and answers (their questions and answers, for the history), as
         ``SqliteStore.turn_events``: a long session's earlier steps are not read, nor parsed.
-        Raises ``SessionNotFound``. Batched as ``events``."""
+        A session this store read or wrote lately is not read again: its view is kept
+        (``VIEW_EVENTS``) and used if the session's last stored event is still the view's own
+        (nobody else appended since); only that is checked. Raises ``SessionNotFound``.
+        Batched as ``events``."""
         self._same_loop()
-        return await self._turn_reads.submit(session_id)
+        view = self._forget(session_id)
+        if view is not None and await self._checks.submit((session_id, view.events[-1].seq, view.body)):
+            events = _turn_view(view.events)
+            self._keep(session_id, _View(events, view.body))
+            return list(events)
+        events, body = await self._turn_reads.submit(session_id)
+        if events:
+            self._keep(session_id, _View(events, body))
+        return list(events)
 
-    async def _turn_read_batch(self, sessions: list[str]) -> list[list[Event] | BaseException]:
+    async def _check_batch(self, asks: list[tuple[str, int, str]]) -> list[bool | BaseException]:
+        async with self._db() as db:
+            if len(asks) == 1:
+                session, last, body = asks[0]
+                cursor = await db.execute(_CHECK_ONE, (body, session, last))
+            else:
+                cursor = await db.execute(_CHECK, ([a[0] for a in asks], [a[1] for a in asks], [a[2] for a in asks]))
+            rows = await cursor.fetchall()
+        found: dict[int, list[tuple[int, bool]]] = {}
+        for position, seq, same in rows:
+            found.setdefault(position - 1, []).append((seq, same))
+        # whole: its last event is still the last one, as it was
+        return [found.get(i) == [(last, True)] for i, (_, last, _) in enumerate(asks)]
+
+    async def _turn_read_batch(self, sessions: list[str]) -> list[tuple[list[Event], str] | BaseException]:
         async with self._db() as db:
             if len(sessions) == 1:
                 cursor = await db.execute(_TURN_READ_ONE, (sessions[0],))
             else:
                 cursor = await db.execute(_TURN_READ, (sessions,))
             rows = await cursor.fetchall()
-        return _found(_needed(rows), [(session, 0) for session in sessions])
+        kept = _needed(rows)
+        # each session's last stored JSON, for its view
+        lasts = {position: body for position, seq, body in kept if seq is not None}
+        found = _found(kept, [(session, 0) for session in sessions])
+        return [got if isinstance(got, BaseException) else (got, lasts.get(i + 1, "")) for i, got in enumerate(found)]
+
+    def _forget(self, session_id: str) -> _View | None:
+        """Take the session's view out of those kept (to be kept again as the newest)."""
+        view = self._views.pop(session_id, None)
+        if view is not None:
+            self._viewed -= len(view.events)
+        return view
+
+    def _keep(self, session_id: str, view: _View) -> None:
+        """Keep a session's view as the newest; the oldest go past ``VIEW_EVENTS`` events."""
+        self._views[session_id] = view
+        self._viewed += len(view.events)
+        while self._viewed > VIEW_EVENTS and self._views:
+            self._forget(next(iter(self._views)))
+
+    def _extend_view(self, events: list[Event], body: str) -> None:
+        """After an append: the events join their session's view if they follow its last one
+        (a new session starts one); otherwise the view, no longer whole, is dropped."""
+        session_id = events[0].session
+        view = self._forget(session_id)
+        if view is None:
+            if events[0].seq == 1:
+                self._keep(session_id, _View(list(events), body))
+            return
+        tail = view.events[-1]
+        if events[0].seq != tail.seq + 1 or events[0].turn < tail.turn:
+            return
+        # the view's list is its own (``turn_events`` hands out copies): extended in place
+        view.events.extend(events)
+        view.body = body
+        self._keep(session_id, view)
 
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
@@ -439,8 +516,9 @@ class PostgresStore:
                 await asyncio.sleep(0.001 * (attempt + 1))
 
     async def _insert(self, events: list[Event]) -> None:
+        rows, bodies = _rows(events)
         async with self._db() as db:
-            cursor = await db.execute(_APPEND, (_rows(events),))
+            cursor = await db.execute(_APPEND, (rows,))
             written = await cursor.fetchall()
         # each session's new seqs, in ascending order, belong to its events in batch order
         seqs: dict[str, list[int]] = {}
@@ -448,6 +526,12 @@ class PostgresStore:
             seqs.setdefault(session, []).append(seq)
         for e in events:
             e.__dict__["seq"] = seqs[e.session].pop()
+        # each session's events of the batch, in order, join its view
+        start = 0
+        for i in range(1, len(events) + 1):
+            if i == len(events) or events[i].session != events[start].session:
+                self._extend_view(events[start:i], bodies[i - 1])
+                start = i
 
     # ------------------------------------------------------------------ reflections
 
@@ -605,17 +689,43 @@ class PostgresStore:
         return outcomes
 
 
-def _rows(events: list[Event]) -> str:
-    """A batch of events as ``_APPEND``'s JSON array: each with its rank among its session's."""
+def _rows(events: list[Event]) -> tuple[str, list[str]]:
+    """A batch of events as ``_APPEND``'s JSON array (each with its rank among its session's),
+    and each event's stored JSON."""
     ranks: dict[str, int] = {}
     rows = []
+    bodies = []
     for e in events:
         ranks[e.session] = rank = ranks.get(e.session, 0) + 1
+        bodies.append(body := stored_json(e))
         rows.append(
             f'{{"session":{json.dumps(e.session)},"rank":{rank},"turn":{e.turn},"step":{e.step},'
-            f'"type":{json.dumps(e.type)},"at":{e.at!r},"body":{json.dumps(stored_json(e))}}}'
+            f'"type":{json.dumps(e.type)},"at":{e.at!r},"body":{json.dumps(body)}}}'
         )
-    return f"[{','.join(rows)}]"
+    return f"[{','.join(rows)}]", bodies
+
+
+class _View:
+    """A session's events as ``turn_events`` last saw them, with the stored JSON of the last one."""
+
+    __slots__ = ("body", "events")
+
+    def __init__(self, events: list[Event], body: str) -> None:
+        self.events = events
+        self.body = body
+
+
+def _turn_view(events: list[Event]) -> list[Event]:
+    """``_needed`` over a view: the last turn whole; of the others, the first event of each
+    turn, user messages and answers (a view holds at least these of every turn)."""
+    last = events[-1].turn
+    kept = []
+    turn = None
+    for event in events:
+        if event.turn >= last or event.type in ("user", "answer") or event.turn != turn:
+            kept.append(event)
+        turn = event.turn
+    return kept
 
 
 async def _read(db: AsyncConnection[Any], asks: list[tuple[str, int]]) -> list[list[Event] | BaseException]:
