@@ -250,21 +250,30 @@ async def test_append_and_unlock_ends_a_turn_with_its_last_events(store_url: str
 
 
 async def test_a_lock_whose_read_fails_is_given_back(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """PostgreSQL reads under the lock in a statement after the lock's: if that read fails,
-    the caller gets the error and the lock is not left held by nobody."""
+    """PostgreSQL reads under the lock in a statement after the lock's: if that read fails
+    (in the database, or its rows cannot be read), the caller gets the error and the lock is
+    not left held by nobody, nor its session marked as running."""
+    import psycopg
+
     from reactchat.store import postgres
 
     one, two = resolve_store(postgres_url), resolve_store(postgres_url)
     try:
         session = await one.create_session()
 
-        async def broken(db: object, asks: object) -> list[Event]:
+        def broken(rows: object, asks: object) -> list[Event]:
             raise RuntimeError("the read failed")
 
         with monkeypatch.context() as patch:
-            patch.setattr(postgres, "_read", broken)
+            patch.setattr(postgres, "_found", broken)
             with pytest.raises(RuntimeError, match="the read failed"):
                 await lock_and_read(one, session, "a", 60, 0)
+        with monkeypatch.context() as patch:
+            patch.setattr(postgres, "_READ_ONE", "SELECT 1, %s::int / 0, %s::text")
+            with pytest.raises(psycopg.errors.DivisionByZero):
+                await lock_and_read(one, session, "a", 60, 0)
+        with psycopg.connect(postgres_url, autocommit=True) as db:
+            assert db.execute("SELECT count(*) FROM running_turns").fetchone() == (0,)
         assert await two.try_lock(session, "b", 60)
         await two.unlock(session, "b")
         assert await lock_and_read(one, session, "a", 60, 0) == []
@@ -927,3 +936,50 @@ async def test_postgres_turn_views_are_bounded(postgres_url: str, monkeypatch: p
         assert store._viewed == 8
     finally:
         await store.close()
+
+
+async def test_postgres_lock_batch_in_one_round_trip(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A lock batch's releases, attempts and reads go in one pipeline: the released sessions
+    are free for another worker and unmarked, the won ones held, marked as this store's and
+    read, the lost one reported lost; the same session released and asked for again in one
+    batch stays held, once. If a statement fails, the releases are still done and no session
+    of the batch is left held or marked by this store."""
+    import psycopg
+
+    from reactchat.store import postgres as module
+
+    one, two = resolve_store(postgres_url), resolve_store(postgres_url)
+
+    def marks() -> dict[str, int]:
+        with psycopg.connect(postgres_url, autocommit=True) as db:
+            return dict(db.execute("SELECT session, backend FROM running_turns").fetchall())
+
+    try:
+        a, b, c, d, e = [await one.create_session() for _ in range(5)]
+        await one.append(UserEvent(session=c, turn=1, text="in c"))
+        assert await one.try_lock(a, "x", 60) and await one.try_lock(b, "x", 60)
+        assert await two.try_lock(d, "y", 60)
+        got = await one._lock_batch([(a, False, None), (c, True, 0), (b, False, None), (d, True, 0), (e, True, None)])
+        assert got[0] == got[2] == got[4] == [] and got[3] is None
+        assert [(ev.seq, ev.text) for ev in got[1]] == [(1, "in c")]
+        assert await two.try_lock(a, "y", 60) and await two.try_lock(b, "y", 60)
+        assert not await two.try_lock(c, "y", 60) and not await two.try_lock(e, "y", 60)
+        held = marks()
+        assert set(held) == {a, b, c, d, e} and held[a] == held[b] == held[d] != held[c] == held[e]
+
+        # the same session both released and asked for: held once
+        assert await one._lock_batch([(c, False, None), (c, True, None)]) == [[], []]
+        await one._lock_batch([(c, False, None)])
+        assert await two.try_lock(c, "y", 60)
+        await two._lock_batch([(c, False, None), (a, False, None), (b, False, None)])
+
+        # a statement fails: the releases done, nothing of the batch held or marked
+        monkeypatch.setattr(module, "_READ", "SELECT 1, %s::int[] / 0, %s::text[]")
+        got = await one._lock_batch([(e, False, None), (a, True, 0), (b, True, 0), (c, True, None)])
+        assert got[0] == [] and all(isinstance(g, psycopg.errors.Error) for g in got[1:])
+        assert set(marks()) == {d}
+        for session in (a, b, c, e):
+            assert await two.try_lock(session, "y", 60)
+    finally:
+        await one.close()
+        await two.close()

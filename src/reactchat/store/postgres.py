@@ -151,6 +151,13 @@ _RELEASE = """WITH unmarked AS (
 SELECT count(pg_advisory_unlock(hashtextextended(s, %(space)s))) FROM unnest(%(s)b::text[]) AS t(s)
 WHERE (SELECT count(*) FROM unmarked) >= 0 AND (SELECT count(*) FROM active) >= 0"""
 
+#: a batch of sessions let go once more each and their marks of this backend deleted; the
+#: sessions that were still held (``pg_advisory_unlock`` is false, with a warning, for the others)
+_RESET = """WITH unmarked AS (
+    DELETE FROM running_turns WHERE session = ANY(%(s)b::text[]) AND backend = pg_backend_pid() RETURNING 1
+)
+SELECT s FROM unnest(%(s)b::text[]) AS t(s)
+WHERE (SELECT count(*) FROM unmarked) >= 0 AND pg_advisory_unlock(hashtextextended(s, %(space)s))"""
 #: the events of a batch of sessions, each after its own ``since``; no row for a session that
 #: does not exist, one with a NULL seq for one without such events
 _READ = """SELECT r.i, e.seq, e.body::text FROM unnest(%b::text[], %b::int[]) WITH ORDINALITY AS r(s, since, i)
@@ -654,39 +661,64 @@ class PostgresStore:
 
     async def _lock_batch(self, calls: list[_LockCall]) -> list[_Outcome]:
         """Releases (their marks, then their locks, in one statement), then attempts, then the
-        reads of the attempts that won and asked for one, on the lock connection.
+        reads of the attempts that asked for one, on the lock connection, in one round trip
+        (a pipeline: one transaction, each statement seeing what the ones before it did).
 
         Advisory locks are re-entrant per connection, so a release and a new attempt on
         the same session in one batch leave it held once whatever their order. An attempt
         gets None when lost, else the events it asked for (``[]`` when it asked for none).
+        The reads go with the attempts, before it is known which won: a lost one's is dropped.
+        If a statement fails, the batch's sessions are left unlocked and unmarked (the
+        releases are done) and its attempts get the error (``_reset``).
         """
         db = await self._lock_db()
         releases = [session for session, take, _ in calls if not take]
         attempts = [session for session, take, _ in calls if take]
-        if releases:
-            await db.execute(_RELEASE, {"s": releases, "now": time.time(), "space": LOCK_SPACE})
-        won: list[bool] = []
-        if attempts:
-            cursor = await db.execute(_LOCK, (LOCK_SPACE, attempts, self._backend_start, time.time()))
-            won = [bool(row[0]) for row in await cursor.fetchall()]
+        reads = [i for i, (_, take, since) in enumerate(calls) if take and since is not None]
+        asks = [(calls[i][0], calls[i][2] or 0) for i in reads]
+        try:
+            async with db.pipeline():
+                if releases:
+                    await db.execute(_RELEASE, {"s": releases, "now": time.time(), "space": LOCK_SPACE})
+                if attempts:
+                    locked = await db.execute(_LOCK, (LOCK_SPACE, attempts, self._backend_start, time.time()))
+                if asks:
+                    # a statement of its own, after the lock's: it sees every append committed
+                    # before the lock was taken
+                    read = await db.execute(*_read_query(asks))
+            won = [bool(row[0]) for row in await locked.fetchall()] if attempts else []
+            rows = await read.fetchall() if asks else []
+        except Exception as exc:
+            await self._reset(db, [session for session, _, _ in calls])
+            return [exc if take else [] for _, take, _ in calls]
         results = iter(won)
         outcomes: list[_Outcome] = [([] if next(results) else None) if take else [] for _, take, _ in calls]
-        reads = [i for i, (_, take, since) in enumerate(calls) if take and since is not None and outcomes[i] == []]
-        if reads:
-            # a statement of its own, after the lock's: it sees every append committed before
-            # the lock was taken
+        if asks:
             try:
-                found: list[list[Event] | BaseException] = await _read(
-                    db, [(calls[i][0], calls[i][2] or 0) for i in reads]
-                )
+                found: list[list[Event] | BaseException] = _found(rows, asks)
             except Exception as exc:  # the locks were taken: they go back, and those attempts fail
-                found = [exc] * len(reads)
+                found = [exc] * len(asks)
+            gone = []
             for i, got in zip(reads, found, strict=True):
-                outcomes[i] = got
-            gone = [calls[i][0] for i, got in zip(reads, found, strict=True) if isinstance(got, BaseException)]
+                if outcomes[i] is not None:
+                    outcomes[i] = got
+                    if isinstance(got, BaseException):
+                        gone.append(calls[i][0])
             if gone:  # locked, but no such session (or the read failed): the lock goes back at once
                 await db.execute(_RELEASE, {"s": gone, "now": time.time(), "space": LOCK_SPACE})
         return outcomes
+
+    async def _reset(self, db: AsyncConnection[Any], sessions: list[str]) -> None:
+        """After a lock batch failed: none of its sessions locked on ``db`` any more, nor marked
+        as this backend's. Its statements were one transaction, rolled back, but locks taken or
+        released in it stay so: each is let go as often as it is held (none of these sessions
+        is held by another caller in this process: ``_take`` submits only sessions nobody holds)."""
+        left = list(dict.fromkeys(sessions))
+        for _ in range(3):  # held at most twice (a release and an attempt in one batch)
+            cursor = await db.execute(_RESET, {"s": left, "space": LOCK_SPACE})
+            left = [session for (session,) in await cursor.fetchall()]
+            if not left:
+                return
 
 
 def _rows(events: list[Event]) -> tuple[str, list[str]]:
@@ -731,11 +763,15 @@ def _turn_view(events: list[Event]) -> list[Event]:
 async def _read(db: AsyncConnection[Any], asks: list[tuple[str, int]]) -> list[list[Event] | BaseException]:
     """Each ``(session, since)``'s events after ``since``, in one statement; ``SessionNotFound``
     for a session that does not exist when asked from the start (``since`` 0), as ``events``."""
-    if len(asks) == 1:
-        cursor = await db.execute(_READ_ONE, (asks[0][1], asks[0][0]))
-    else:
-        cursor = await db.execute(_READ, ([session for session, _ in asks], [since for _, since in asks]))
+    cursor = await db.execute(*_read_query(asks))
     return _found(await cursor.fetchall(), asks)
+
+
+def _read_query(asks: list[tuple[str, int]]) -> tuple[str, tuple[Any, ...]]:
+    """``_read``'s statement and its parameters."""
+    if len(asks) == 1:
+        return _READ_ONE, (asks[0][1], asks[0][0])
+    return _READ, ([session for session, _ in asks], [since for _, since in asks])
 
 
 def _needed(rows: list[Any]) -> list[Any]:
