@@ -60,6 +60,8 @@ def _job(header: dict[str, Any], data: bytes, out: IO[bytes]) -> dict[str, Any]:
         return {"rejected": str(exc), "reason": exc.reason}
     except RecursionError:
         return {"rejected": f"{header['name']}: the file is nested too deeply to read"}
+    except MemoryError:  # an Exception too: ``main`` says which limit it was, and this worker ends
+        raise
     except Exception as exc:  # a parser's own error on odd input: a rejection with the cause
         return {"rejected": f"{header['name']}: could not be read ({type(exc).__name__}: {exc})"}
     # in frames of a few hundred chunks: the parent decodes each quickly, never holding its GIL long
