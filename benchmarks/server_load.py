@@ -57,6 +57,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -619,24 +620,30 @@ def median_row(results: list[dict[str, Any]]) -> dict[str, Any]:
 
 def measure_fresh(args: argparse.Namespace, db: str, workers: int, tmp: str, code: str | None) -> dict[str, Any]:
     """One run on a fresh database: a new SQLite file, a new PostgreSQL schema."""
-    import psycopg
+    with fresh_database(db, tmp, args.postgres) as url:
+        return measure(argparse.Namespace(**{**vars(args), "db": url, "workers": workers}), code)
 
+
+@contextlib.contextmanager
+def fresh_database(db: str, tmp: str, postgres: str) -> Iterator[str]:
+    """The URL of an empty database: ``db`` "sqlite" a new file in ``tmp``, "pg" a new schema
+    in ``postgres`` (dropped afterwards), any other ``db`` is a URL, used as it is."""
     schema = f"bench_{uuid.uuid4().hex[:10]}"
     if db == "sqlite":
-        url = f"sqlite:///{tmp}/{schema}.db"
+        yield f"sqlite:///{tmp}/{schema}.db"
     elif db == "pg":
-        with psycopg.connect(args.postgres, autocommit=True) as conn:
+        import psycopg
+
+        with psycopg.connect(postgres, autocommit=True) as conn:
             conn.execute(f"CREATE SCHEMA {schema}")
-        sep = "&" if "?" in args.postgres else "?"
-        url = f"{args.postgres}{sep}options=-csearch_path%3D{schema}"
-    else:
-        url = db
-    try:
-        return measure(argparse.Namespace(**{**vars(args), "db": url, "workers": workers}), code)
-    finally:
-        if db == "pg":
-            with psycopg.connect(args.postgres, autocommit=True) as conn:
+        sep = "&" if "?" in postgres else "?"
+        try:
+            yield f"{postgres}{sep}options=-csearch_path%3D{schema}"
+        finally:
+            with psycopg.connect(postgres, autocommit=True) as conn:
                 conn.execute(f"DROP SCHEMA {schema} CASCADE")
+    else:
+        yield db
 
 
 def print_matrix(args: argparse.Namespace, rows: list[tuple[str, str, dict[str, Any]]]) -> None:

@@ -1,0 +1,79 @@
+"""What the default ``@tool``'s hand-off to a worker thread costs, and how much of it is placement.
+
+    .venv/bin/python benchmarks/handoff.py [--calls 20000] [--rounds 3]
+
+A sync tool with a timeout runs on a ``ToolThreads`` worker while the event loop's thread
+waits for it (``reactchat.threads``). Timed here: a call of a function that returns at
+once, start to result, as ``Tool.run`` makes it (``start``, then the quick ``wait``),
+wall and CPU time per call, in two placements that alternate round by round:
+
+* **as the kernel places them**: on a machine whose other core is idle the worker is
+  woken there, and each call then wakes an idle core twice (the worker, then the caller);
+* **both threads on one core** (``os.sched_setaffinity``, a benchmark only): the floor
+  of the mechanism itself, a switch to the worker and back.
+
+Their difference is what the placement costs: a little on a busy machine, where the
+kernel keeps both threads on the caller's core, and most of the hand-off on a quiet
+virtual machine, where waking an idle core is an interprocessor interrupt.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import threading
+import time
+
+from reactchat.threads import ToolThreads
+
+
+def returns() -> int:
+    return 1
+
+
+def per_call(pool: ToolThreads, calls: int) -> tuple[float, float]:
+    """Wall and CPU µs per hand-off of ``returns`` (after a warm-up)."""
+    for _ in range(500):
+        pool.start(returns).wait(1.0)
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in range(calls):
+        call = pool.start(returns)
+        if not call.wait(0.001):  # as Tool.run: a quick wait, then (here) a plain one
+            call.wait(10.0)
+    return (time.perf_counter() - wall) / calls * 1e6, (time.process_time() - cpu) / calls * 1e6
+
+
+def pin(cpus: set[int]) -> None:
+    """Every thread of this process on ``cpus``."""
+    for tid in os.listdir("/proc/self/task"):
+        os.sched_setaffinity(int(tid), cpus)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    home = os.sched_getaffinity(0)
+    pool = ToolThreads()
+    pool.start(returns).wait(1.0)  # its thread exists before the masks are set
+    print(f"{len(home)} CPUs, {threading.active_count()} threads; load average {os.getloadavg()[0]:.1f}")
+    results: dict[str, list[tuple[float, float]]] = {"as placed": [], "one core": []}
+    for _ in range(args.rounds):
+        pin(home)
+        results["as placed"].append(per_call(pool, args.calls))
+        pin({min(home)})
+        results["one core"].append(per_call(pool, args.calls))
+    pin(home)
+    for label, rows in results.items():
+        walls, cpus = [w for w, _ in rows], [c for _, c in rows]
+        print(
+            f"{label:10s} wall {statistics.median(walls):6.1f} µs, CPU {statistics.median(cpus):6.1f} µs per call "
+            f"(rounds: {', '.join(f'{c:.1f}' for c in cpus)} µs CPU)"
+        )
+    print(f"load average {os.getloadavg()[0]:.1f}")
+
+
+if __name__ == "__main__":
+    main()
