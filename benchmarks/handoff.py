@@ -12,7 +12,9 @@ wall and CPU time per call, in two placements that alternate round by round:
 * **both threads on one core** (``os.sched_setaffinity``, a benchmark only): the floor
   of the mechanism itself, a switch to the worker and back.
 
-Their difference is what the placement costs: a little on a busy machine, where the
+Printed per placement: wall and CPU time per call (user and system apart) and the
+voluntary context switches per call (two: each thread sleeps once; more would mean a
+thread also waited for the GIL). Their difference is what the placement costs: a little on a busy machine, where the
 kernel keeps both threads on the caller's core, and most of the hand-off on a quiet
 virtual machine, where waking an idle core is an interprocessor interrupt.
 """
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import statistics
 import threading
 import time
@@ -32,16 +35,23 @@ def returns() -> int:
     return 1
 
 
-def per_call(pool: ToolThreads, calls: int) -> tuple[float, float]:
-    """Wall and CPU µs per hand-off of ``returns`` (after a warm-up)."""
+def per_call(pool: ToolThreads, calls: int) -> tuple[float, float, float, float]:
+    """Per hand-off of ``returns`` (after a warm-up): wall µs, the process's user and system
+    CPU µs, and its voluntary context switches (two is the floor: each thread sleeps once)."""
     for _ in range(500):
         pool.start(returns).wait(1.0)
-    wall, cpu = time.perf_counter(), time.process_time()
+    wall, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     for _ in range(calls):
         call = pool.start(returns)
         if not call.wait(0.001):  # as Tool.run: a quick wait, then (here) a plain one
             call.wait(10.0)
-    return (time.perf_counter() - wall) / calls * 1e6, (time.process_time() - cpu) / calls * 1e6
+    wall, after = time.perf_counter() - wall, resource.getrusage(resource.RUSAGE_SELF)
+    return (
+        wall / calls * 1e6,
+        (after.ru_utime - before.ru_utime) / calls * 1e6,
+        (after.ru_stime - before.ru_stime) / calls * 1e6,
+        (after.ru_nvcsw - before.ru_nvcsw) / calls,
+    )
 
 
 def pin(cpus: set[int]) -> None:
@@ -59,7 +69,7 @@ def main() -> None:
     pool = ToolThreads()
     pool.start(returns).wait(1.0)  # its thread exists before the masks are set
     print(f"{len(home)} CPUs, {threading.active_count()} threads; load average {os.getloadavg()[0]:.1f}")
-    results: dict[str, list[tuple[float, float]]] = {"as placed": [], "one core": []}
+    results: dict[str, list[tuple[float, float, float, float]]] = {"as placed": [], "one core": []}
     for _ in range(args.rounds):
         pin(home)
         results["as placed"].append(per_call(pool, args.calls))
@@ -67,10 +77,11 @@ def main() -> None:
         results["one core"].append(per_call(pool, args.calls))
     pin(home)
     for label, rows in results.items():
-        walls, cpus = [w for w, _ in rows], [c for _, c in rows]
+        wall, user, system, switches = (statistics.median(column) for column in zip(*rows, strict=True))
+        cpus = ", ".join(f"{u + s:.1f}" for _, u, s, _ in rows)
         print(
-            f"{label:10s} wall {statistics.median(walls):6.1f} µs, CPU {statistics.median(cpus):6.1f} µs per call "
-            f"(rounds: {', '.join(f'{c:.1f}' for c in cpus)} µs CPU)"
+            f"{label:10s} per call: wall {wall:5.1f} µs, CPU {user + system:5.1f} µs (user {user:4.1f}, "
+            f"system {system:4.1f}), {switches:.2f} voluntary switches (rounds' CPU: {cpus} µs)"
         )
     print(f"load average {os.getloadavg()[0]:.1f}")
 
