@@ -77,7 +77,8 @@ def peak_rss_mb() -> float:
 
 
 async def test_a_hostile_page_is_refused_by_the_parser_limits_not_read_here(site: str) -> None:
-    kb = KnowledgeBase(limits=Limits(seconds=2))
+    # memory enough for the whole tree (~1.7 GB): the time limit is the one it reaches
+    kb = KnowledgeBase(limits=Limits(seconds=2, memory=4 << 30))
     before = peak_rss_mb()
     try:
         with pytest.raises(FetchRefused, match=r"/hostile: reading it took more than 2 s"):
