@@ -687,161 +687,20 @@ async def test_sqlite_in_memory() -> None:
     await store.close()
 
 
-async def test_sqlite_turn_events_parse_only_what_another_connection_wrote(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+async def test_turn_events_parse_only_what_another_worker_wrote(
+    durable_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A session's turn view is kept parsed by the store that read or wrote it: its next turn
-    parses nothing, and what another connection wrote (appends, a session deleted and made
-    again) is read from the file, as a fresh store reads it."""
-    from reactchat.store import sqlite as module
-
-    url = f"sqlite:///{tmp_path}/views.db"
-    mine, other = resolve_store(url), resolve_store(url)
+    parses nothing, and what another worker wrote (appends, a session deleted and made again,
+    a session deleted) is read from the database, as a fresh store reads it."""
+    mine, other = resolve_store(durable_url), resolve_store(durable_url)
+    module = sys.modules[type(mine).__module__]
     parsed: list[int] = []
     parse = module.stored_event
     monkeypatch.setattr(module, "stored_event", lambda seq, body: parsed.append(seq) or parse(seq, body))
 
     async def fresh(session: str) -> list[tuple[int, str]]:
-        store = resolve_store(url)
-        try:
-            return [(e.seq, e.type) for e in await store.turn_events(session)]
-        finally:
-            await store.close()
-
-    def turn(session: str, n: int, first: Event | None = None) -> list[Event]:
-        return [
-            first or UserEvent(session=session, turn=n, text=f"q{n}"),
-            ThoughtEvent(session=session, turn=n, step=1, text="t"),
-            ActionEvent(session=session, turn=n, step=1, call_id=f"c{n}", tool="x", input={}),
-            ObservationEvent(session=session, turn=n, step=1, call_id=f"c{n}", tool="x", text="o"),
-            AnswerEvent(session=session, turn=n, step=2, text=f"a{n}"),
-        ]
-
-    try:
-        session = await mine.create_session()
-        for n in (1, 2, 3):  # turn 2 begins with a thought: a turn's first event is kept
-            first = ThoughtEvent(session=session, turn=2, step=0, text="resumed") if n == 2 else None
-            for event in turn(session, n, first):
-                await mine.append(event)
-            parsed.clear()
-            got = [(e.seq, e.type) for e in await mine.turn_events(session)]
-            assert parsed == []  # every event came from this store: none parsed
-            assert got == await fresh(session)
-        last_turn = [(11, "user"), (12, "thought"), (13, "action"), (14, "observation"), (15, "answer")]
-        assert got == [(1, "user"), (5, "answer"), (6, "thought"), (10, "answer"), *last_turn]
-
-        await other.append(UserEvent(session=session, turn=4, text="from another worker"))
-        parsed.clear()
-        got = [(e.seq, e.type) for e in await mine.turn_events(session)]
-        assert got == await fresh(session) and got[-1] == (16, "user") and parsed
-        parsed.clear()
-        await mine.turn_events(session)
-        assert parsed == []  # read once, kept again
-
-        # deleted and made again elsewhere, its last event at the same place: the file's events
-        assert await other.delete_session(session)
-        await other.create_session(session)
-        for event in [*turn(session, 1), *turn(session, 2), *turn(session, 3)]:
-            await other.append(event)
-        await other.append(UserEvent(session=session, turn=4, text="a new session"))
-        events = await mine.turn_events(session)
-        assert [(e.seq, e.type) for e in events] == await fresh(session) and events[-1].seq == 16
-        assert isinstance(events[-1], UserEvent) and events[-1].text == "a new session"
-    finally:
-        await mine.close()
-        await other.close()
-
-
-async def test_sqlite_turn_view_is_not_the_list_handed_out(tmp_path: Path) -> None:
-    """The list ``turn_events`` returns is the caller's: changing it leaves the next turn's
-    view whole, and the store's appends afterwards do not grow it."""
-    url = f"sqlite:///{tmp_path}/lists.db"
-    store = resolve_store(url)
-    try:
-        session = await store.create_session()
-        await store.append(
-            UserEvent(session=session, turn=1, text="q1"), AnswerEvent(session=session, turn=1, text="a1")
-        )
-        first = await store.turn_events(session)
-        assert [e.seq for e in first] == [1, 2]
-        first.clear()
-        first.append(UserEvent(session=session, turn=9, text="not stored"))
-        second = await store.turn_events(session)
-        assert [(e.seq, e.type) for e in second] == [(1, "user"), (2, "answer")]
-        await store.append(UserEvent(session=session, turn=2, text="q2"))
-        assert [e.seq for e in second] == [1, 2]  # handed out before the append: unchanged
-        fresh = resolve_store(url)
-        try:
-            expected = [(e.seq, e.type, getattr(e, "text", "")) for e in await fresh.turn_events(session)]
-        finally:
-            await fresh.close()
-        assert [(e.seq, e.type, getattr(e, "text", "")) for e in await store.turn_events(session)] == expected
-    finally:
-        await store.close()
-
-
-async def test_sqlite_turn_views_are_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """At most ``VIEW_EVENTS`` events are kept parsed; the least recently used sessions go first."""
-    from reactchat.store import sqlite as module
-
-    monkeypatch.setattr(module, "VIEW_EVENTS", 10)
-    store = module.SqliteStore(tmp_path / "bounded.db")
-    try:
-        sessions = [await store.create_session() for _ in range(4)]
-        for session in sessions:
-            await store.append(*(UserEvent(session=session, turn=1, step=i, text=str(i)) for i in range(4)))
-        assert list(store._views) == sessions[2:]  # 4 + 4 events kept
-        assert len(await store.turn_events(sessions[0])) == 4  # read again, now the newest
-        assert list(store._views) == [sessions[3], sessions[0]]
-        assert store._viewed == 8
-    finally:
-        await store.close()
-
-
-# ------------------------------------------------------------------------ PostgreSQL
-
-
-async def test_postgres_unreachable_is_a_clear_error() -> None:
-    store = resolve_store("postgresql://someone:secret@127.0.0.1:1/nothing")
-    with pytest.raises(ConnectionError, match=r"cannot connect to PostgreSQL at postgresql://someone:\*\*\*@") as info:
-        await store.exists("s")
-    assert "secret" not in str(info.value)
-
-
-async def test_postgres_store_survives_a_new_event_loop(postgres_url: str) -> None:
-    """``Agent.run`` makes an event loop per call; the store must follow it."""
-    store = resolve_store(postgres_url)
-    session = await store.create_session()
-
-    def in_another_loop() -> int:
-        return len(asyncio.run(store.events(session)))
-
-    assert await asyncio.to_thread(in_another_loop) == 0
-    assert await store.exists(session)
-    await store.close()
-
-
-def test_importing_reactchat_does_not_import_database_drivers() -> None:
-    code = "import sys, reactchat, reactchat.store; print('psycopg' in sys.modules, 'sqlite3' in sys.modules)"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
-    assert out.stdout.split() == ["False", "False"]
-
-
-async def test_postgres_turn_events_parse_only_what_another_worker_wrote(
-    postgres_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """As SQLite's: a session's turn view is kept parsed by the store that read or wrote it,
-    its next turn parses nothing, and what another worker wrote (appends, a session deleted and
-    made again) is read from the database, as a fresh store reads it."""
-    from reactchat.store import postgres as module
-
-    mine, other = resolve_store(postgres_url), resolve_store(postgres_url)
-    parsed: list[int] = []
-    parse = module.stored_event
-    monkeypatch.setattr(module, "stored_event", lambda seq, body: parsed.append(seq) or parse(seq, body))
-
-    async def fresh(session: str) -> list[tuple[int, str]]:
-        store = resolve_store(postgres_url)
+        store = resolve_store(durable_url)
         try:
             return [(e.seq, e.type) for e in await store.turn_events(session)]
         finally:
@@ -862,7 +721,7 @@ async def test_postgres_turn_events_parse_only_what_another_worker_wrote(
             first = ThoughtEvent(session=session, turn=2, step=0, text="resumed") if n == 2 else None
             events = turn(session, n, first)
             await mine.append(events[0])
-            await mine.append(*events[1:4])  # several events of one session in one batch
+            await mine.append(*events[1:4])  # several events of one session in one append
             await mine.append(events[4])
             parsed.clear()
             got = [(e.seq, e.type) for e in await mine.turn_events(session)]
@@ -898,6 +757,82 @@ async def test_postgres_turn_events_parse_only_what_another_worker_wrote(
         await other.close()
 
 
+async def test_sqlite_turn_view_is_not_the_list_handed_out(tmp_path: Path) -> None:
+    """The list ``turn_events`` returns is the caller's: changing it leaves the next turn's
+    view whole, and the store's appends afterwards do not grow it."""
+    url = f"sqlite:///{tmp_path}/lists.db"
+    store = resolve_store(url)
+    try:
+        session = await store.create_session()
+        await store.append(
+            UserEvent(session=session, turn=1, text="q1"), AnswerEvent(session=session, turn=1, text="a1")
+        )
+        first = await store.turn_events(session)
+        assert [e.seq for e in first] == [1, 2]
+        first.clear()
+        first.append(UserEvent(session=session, turn=9, text="not stored"))
+        second = await store.turn_events(session)
+        assert [(e.seq, e.type) for e in second] == [(1, "user"), (2, "answer")]
+        await store.append(UserEvent(session=session, turn=2, text="q2"))
+        assert [e.seq for e in second] == [1, 2]  # handed out before the append: unchanged
+        fresh = resolve_store(url)
+        try:
+            expected = [(e.seq, e.type, getattr(e, "text", "")) for e in await fresh.turn_events(session)]
+        finally:
+            await fresh.close()
+        assert [(e.seq, e.type, getattr(e, "text", "")) for e in await store.turn_events(session)] == expected
+    finally:
+        await store.close()
+
+
+async def test_turn_views_are_bounded(durable_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At most ``VIEW_EVENTS`` events are kept parsed; the least recently used sessions go first."""
+    from reactchat.store import _views
+
+    monkeypatch.setattr(_views, "VIEW_EVENTS", 10)
+    store = resolve_store(durable_url)
+    try:
+        sessions = [await store.create_session() for _ in range(4)]
+        for session in sessions:
+            await store.append(*(UserEvent(session=session, turn=1, step=i, text=str(i)) for i in range(4)))
+        views = store._views
+        assert list(views) == sessions[2:]  # 4 + 4 events kept
+        assert len(await store.turn_events(sessions[0])) == 4  # read again, now the newest
+        assert list(views) == [sessions[3], sessions[0]]
+        assert views.held == 8
+    finally:
+        await store.close()
+
+
+# ------------------------------------------------------------------------ PostgreSQL
+
+
+async def test_postgres_unreachable_is_a_clear_error() -> None:
+    store = resolve_store("postgresql://someone:secret@127.0.0.1:1/nothing")
+    with pytest.raises(ConnectionError, match=r"cannot connect to PostgreSQL at postgresql://someone:\*\*\*@") as info:
+        await store.exists("s")
+    assert "secret" not in str(info.value)
+
+
+async def test_postgres_store_survives_a_new_event_loop(postgres_url: str) -> None:
+    """``Agent.run`` makes an event loop per call; the store must follow it."""
+    store = resolve_store(postgres_url)
+    session = await store.create_session()
+
+    def in_another_loop() -> int:
+        return len(asyncio.run(store.events(session)))
+
+    assert await asyncio.to_thread(in_another_loop) == 0
+    assert await store.exists(session)
+    await store.close()
+
+
+def test_importing_reactchat_does_not_import_database_drivers() -> None:
+    code = "import sys, reactchat, reactchat.store; print('psycopg' in sys.modules, 'sqlite3' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ)
+    assert out.stdout.split() == ["False", "False"]
+
+
 async def test_postgres_turn_views_checked_together(postgres_url: str) -> None:
     """Views of several sessions are checked in one batch; each gets its own answer (a session
     another worker wrote to is read again, the others come from their views)."""
@@ -918,24 +853,6 @@ async def test_postgres_turn_views_checked_together(postgres_url: str) -> None:
     finally:
         await mine.close()
         await other.close()
-
-
-async def test_postgres_turn_views_are_bounded(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """At most ``VIEW_EVENTS`` events are kept parsed; the least recently used sessions go first."""
-    from reactchat.store import postgres as module
-
-    monkeypatch.setattr(module, "VIEW_EVENTS", 10)
-    store = module.PostgresStore(postgres_url)
-    try:
-        sessions = [await store.create_session() for _ in range(4)]
-        for session in sessions:
-            await store.append(*(UserEvent(session=session, turn=1, step=i, text=str(i)) for i in range(4)))
-        assert list(store._views) == sessions[2:]  # 4 + 4 events kept
-        assert len(await store.turn_events(sessions[0])) == 4  # read again, now the newest
-        assert list(store._views) == [sessions[3], sessions[0]]
-        assert store._viewed == 8
-    finally:
-        await store.close()
 
 
 async def test_postgres_lock_batch_in_one_round_trip(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:

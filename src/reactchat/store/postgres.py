@@ -52,6 +52,7 @@ from reactchat.store import SessionNotFound
 from reactchat.store import _migrations as migrations
 from reactchat.store._batch import Batcher
 from reactchat.store._migrations import Schema, mark_interrupted
+from reactchat.store._views import TurnViews, View, turn_view
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -202,9 +203,6 @@ _LockCall = tuple[str, bool, "int | None"]
 #: what a call of the lock batch gets: None for an attempt lost, else the events it asked for
 _Outcome = list[Event] | BaseException | None
 
-#: events kept parsed across the sessions' turn views (``turn_events``), least recently used
-#: sessions dropped first: a turn of a session this store read or wrote lately parses nothing
-VIEW_EVENTS = 4096
 #: whether a batch of kept views is still whole: each session's events from the view's last one
 #: on (its seq given), and whether that one's stored JSON is still the view's (a session deleted
 #: and made again may have another event in that place)
@@ -253,9 +251,8 @@ class PostgresStore:
         self._claims: dict[str, str] = {}
         #: the connection that listens for cancel requests
         self._listener: AsyncConnection[Any] | None = None
-        #: session → its turn view, least recently used first (``turn_events``), and their events
-        self._views: dict[str, _View] = {}
-        self._viewed = 0
+        #: session → its turn view (``turn_events``)
+        self._views = TurnViews()
         self._batchers()
         self._chores: set[asyncio.Task[Any]] = set()
 
@@ -383,7 +380,7 @@ class PostgresStore:
     async def delete_session(self, session_id: str, idle_before: float | None = None) -> bool:
         """Delete a session and all its events; False if there was none. With ``idle_before``,
         only if it was last active before that time and no turn of it is running."""
-        self._forget(session_id)
+        self._views.take(session_id)
         async with self._db() as db:
             if idle_before is not None:
                 cursor = await db.execute(_EXPIRE, {"id": session_id, "before": idle_before})
@@ -415,14 +412,14 @@ class PostgresStore:
         (nobody else appended since); only that is checked. Raises ``SessionNotFound``.
         Batched as ``events``."""
         self._same_loop()
-        view = self._forget(session_id)
+        view = self._views.take(session_id)
         if view is not None and await self._checks.submit((session_id, view.events[-1].seq, view.body)):
-            events = _turn_view(view.events)
-            self._keep(session_id, _View(events, view.body))
+            events = turn_view(view.events)
+            self._views.keep(session_id, View(events, view.body))
             return list(events)
         events, body = await self._turn_reads.submit(session_id)
         if events:
-            self._keep(session_id, _View(events, body))
+            self._views.keep(session_id, View(events, body))
         return list(events)
 
     async def _check_batch(self, asks: list[tuple[str, int, str]]) -> list[bool | BaseException]:
@@ -451,37 +448,6 @@ class PostgresStore:
         lasts = {position: body for position, seq, body in kept if seq is not None}
         found = _found(kept, [(session, 0) for session in sessions])
         return [got if isinstance(got, BaseException) else (got, lasts.get(i + 1, "")) for i, got in enumerate(found)]
-
-    def _forget(self, session_id: str) -> _View | None:
-        """Take the session's view out of those kept (to be kept again as the newest)."""
-        view = self._views.pop(session_id, None)
-        if view is not None:
-            self._viewed -= len(view.events)
-        return view
-
-    def _keep(self, session_id: str, view: _View) -> None:
-        """Keep a session's view as the newest; the oldest go past ``VIEW_EVENTS`` events."""
-        self._views[session_id] = view
-        self._viewed += len(view.events)
-        while self._viewed > VIEW_EVENTS and self._views:
-            self._forget(next(iter(self._views)))
-
-    def _extend_view(self, events: list[Event], body: str) -> None:
-        """After an append: the events join their session's view if they follow its last one
-        (a new session starts one); otherwise the view, no longer whole, is dropped."""
-        session_id = events[0].session
-        view = self._forget(session_id)
-        if view is None:
-            if events[0].seq == 1:
-                self._keep(session_id, _View(list(events), body))
-            return
-        tail = view.events[-1]
-        if events[0].seq != tail.seq + 1 or events[0].turn < tail.turn:
-            return
-        # the view's list is its own (``turn_events`` hands out copies): extended in place
-        view.events.extend(events)
-        view.body = body
-        self._keep(session_id, view)
 
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
@@ -537,7 +503,7 @@ class PostgresStore:
         start = 0
         for i in range(1, len(events) + 1):
             if i == len(events) or events[i].session != events[start].session:
-                self._extend_view(events[start:i], bodies[i - 1])
+                self._views.extend(events[start:i], bodies[i - 1])
                 start = i
 
     # ------------------------------------------------------------------ reflections
@@ -735,29 +701,6 @@ def _rows(events: list[Event]) -> tuple[str, list[str]]:
             f'"type":{json.dumps(e.type)},"at":{e.at!r},"body":{json.dumps(body)}}}'
         )
     return f"[{','.join(rows)}]", bodies
-
-
-class _View:
-    """A session's events as ``turn_events`` last saw them, with the stored JSON of the last one."""
-
-    __slots__ = ("body", "events")
-
-    def __init__(self, events: list[Event], body: str) -> None:
-        self.events = events
-        self.body = body
-
-
-def _turn_view(events: list[Event]) -> list[Event]:
-    """``_needed`` over a view: the last turn whole; of the others, the first event of each
-    turn, user messages and answers (a view holds at least these of every turn)."""
-    last = events[-1].turn
-    kept = []
-    turn = None
-    for event in events:
-        if event.turn >= last or event.type in ("user", "answer") or event.turn != turn:
-            kept.append(event)
-        turn = event.turn
-    return kept
 
 
 async def _read(db: AsyncConnection[Any], asks: list[tuple[str, int]]) -> list[list[Event] | BaseException]:

@@ -57,6 +57,7 @@ from reactchat.messages import Event, stored_event, stored_json
 from reactchat.store import SessionNotFound
 from reactchat.store import _migrations as migrations
 from reactchat.store._migrations import Schema, mark_interrupted
+from reactchat.store._views import TurnViews, View, turn_view
 
 BUSY_TIMEOUT_MS = 10_000
 #: writes between two WAL checkpoints, run on the store's thread (SQLite's own default is
@@ -79,10 +80,6 @@ FINISH_FRAMES = 64
 RESTART_WAIT_MS = 100
 #: seconds between two looks for cancel requests of the turns this store's process runs
 CANCEL_POLL = 0.05
-#: events kept parsed across the sessions' turn views (``turn_events``), least recently used
-#: sessions dropped first: a turn of a session seen lately parses none of its events again
-VIEW_EVENTS = 4096
-
 T = TypeVar("T")
 
 
@@ -183,10 +180,9 @@ class SqliteStore:
         self._pid = os.getpid()
         #: the sessions whose turn lock this store holds
         self._held: set[str] = set()
-        #: per session, newest last: what ``turn_events`` returned and the appends since (the
-        #: same objects the engine made or was given), with the stored JSON of its last event
-        self._views: dict[str, _View] = {}
-        self._viewed = 0
+        #: per session: what ``turn_events`` returned and the appends since (the same objects
+        #: the engine made or was given), with the stored JSON of its last event
+        self._views = TurnViews()
 
     # ------------------------------------------------------------------ connection
 
@@ -400,9 +396,7 @@ class SqliteStore:
                     db.execute("DELETE FROM session_locks WHERE session = ?", (session_id,))
                 return deleted.rowcount > 0
 
-        view = self._views.pop(session_id, None)
-        if view is not None:
-            self._viewed -= len(view.events)
+        self._views.take(session_id)
         return await self._call(delete, write=True)
 
     # ------------------------------------------------------------------ events
@@ -426,17 +420,16 @@ class SqliteStore:
         that. A session this store read or wrote lately is not parsed again: its view is kept
         (``VIEW_EVENTS``) and used if the session's last stored event is still the view's
         own (nobody else appended since). Raises ``SessionNotFound``."""
-        view = self._views.pop(session_id, None)
+        view = self._views.take(session_id)
         if view is not None:
-            self._viewed -= len(view.events)
 
             def last(db: sqlite3.Connection) -> tuple[int, str] | None:
                 row: tuple[int, str] | None = db.execute(_LAST, (session_id,)).fetchone()
                 return row
 
             if await self._call(last) == (view.events[-1].seq, view.body):
-                events = _turn_view(view.events)
-                self._keep(session_id, _View(events, view.body))
+                events = turn_view(view.events)
+                self._views.keep(session_id, View(events, view.body))
                 return list(events)
 
         def read(db: sqlite3.Connection) -> list[tuple[int, str]]:
@@ -448,39 +441,8 @@ class SqliteStore:
         rows = await self._call(read)
         events = [stored_event(seq, body) for seq, body in rows]
         if events:
-            self._keep(session_id, _View(events, rows[-1][1]))
+            self._views.keep(session_id, View(events, rows[-1][1]))
         return list(events)
-
-    def _keep(self, session_id: str, view: _View) -> None:
-        """Keep a session's view as the newest; the oldest go past ``VIEW_EVENTS`` events."""
-        self._views[session_id] = view
-        self._viewed += len(view.events)
-        self._trim()
-
-    def _trim(self) -> None:
-        while self._viewed > VIEW_EVENTS and self._views:
-            oldest = next(iter(self._views))
-            self._viewed -= len(self._views.pop(oldest).events)
-
-    def _extend_view(self, events: tuple[Event, ...], body: str) -> None:
-        """After an append: the events join their session's view if they follow its last one
-        (a new session starts one); otherwise the view, no longer whole, is dropped."""
-        session_id = events[0].session
-        view = self._views.pop(session_id, None)
-        if view is None:
-            if events[0].seq == 1:
-                self._keep(session_id, _View(list(events), body))
-            return
-        tail = view.events[-1]
-        if events[0].seq != tail.seq + 1 or events[0].turn < tail.turn:
-            self._viewed -= len(view.events)
-            return
-        # the view's list is its own (``turn_events`` hands out copies): extended in place
-        view.events.extend(events)
-        view.body = body
-        self._views[session_id] = view  # the newest
-        self._viewed += len(events)
-        self._trim()
 
     async def append(self, *events: Event) -> None:
         """Commit events in one transaction; they are durable when this returns."""
@@ -514,7 +476,7 @@ class SqliteStore:
 
         await self._call(insert, write=True)
         if rows:
-            self._extend_view(events, rows[-1][5])
+            self._views.extend(events, rows[-1][5])
 
     # ------------------------------------------------------------------ reflections
 
@@ -591,7 +553,7 @@ class SqliteStore:
             return None
         self._held.add(session_id)
         if not read and rows:
-            self._extend_view(events, rows[-1][5])
+            self._views.extend(events, rows[-1][5])
         return [stored_event(seq, body) for seq, body in read]
 
     def _take(self, db: sqlite3.Connection, session_id: str, owner: str, ttl: float) -> bool:
@@ -706,29 +668,6 @@ def _wal_header(path: str) -> bytes:
             return wal.read(24)[12:]
     except OSError:
         return b""
-
-
-class _View:
-    """A session's events as ``turn_events`` last saw them, with the stored JSON of the last one."""
-
-    __slots__ = ("body", "events")
-
-    def __init__(self, events: list[Event], body: str) -> None:
-        self.events = events
-        self.body = body
-
-
-def _turn_view(events: list[Event]) -> list[Event]:
-    """``_TURN_EVENTS`` over a view: the last turn whole; of the others, the first event of
-    each turn, user messages and answers (a view holds at least these of every turn)."""
-    last = events[-1].turn
-    kept = []
-    turn = None
-    for event in events:
-        if event.turn >= last or event.type in ("user", "answer") or event.turn != turn:
-            kept.append(event)
-        turn = event.turn
-    return kept
 
 
 #: an event's row in ``events``: session, turn, step, type, at, body
