@@ -30,7 +30,7 @@ class View:
         self.body = body
 
 
-def turn_view(events: list[Event]) -> list[Event]:
+def _for_a_turn(events: list[Event]) -> list[Event]:
     """What ``turn_events`` returns, picked from a view: the last turn whole; of the others,
     the first event of each turn, user messages and answers (a view holds at least these of
     every turn)."""
@@ -45,10 +45,10 @@ def turn_view(events: list[Event]) -> list[Event]:
 
 
 class TurnViews:
-    """The views one store keeps, least recently used first, at most ``limit`` events in all."""
+    """The views one store keeps, least recently used first, at most ``VIEW_EVENTS`` events in all."""
 
-    def __init__(self, limit: int | None = None) -> None:
-        self.limit = VIEW_EVENTS if limit is None else limit
+    def __init__(self) -> None:
+        self.limit = VIEW_EVENTS
         self._views: dict[str, View] = {}
         #: events in all the views
         self.held = 0
@@ -63,6 +63,13 @@ class TurnViews:
         if view is not None:
             self.held -= len(view.events)
         return view
+
+    def renew(self, session_id: str, view: View) -> list[Event]:
+        """A view ``take`` returned and the store found whole: kept again, as the newest and
+        trimmed to what a turn reads; a copy of that for the caller."""
+        events = _for_a_turn(view.events)
+        self.keep(session_id, View(events, view.body))
+        return list(events)
 
     def keep(self, session_id: str, view: View) -> None:
         """Keep a session's view as the newest; the oldest go past ``limit`` events."""
@@ -90,4 +97,4 @@ class TurnViews:
         self.keep(session_id, view)
 
 
-__all__ = ["VIEW_EVENTS", "TurnViews", "View", "turn_view"]
+__all__ = ["VIEW_EVENTS", "TurnViews", "View"]

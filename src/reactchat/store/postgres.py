@@ -52,7 +52,7 @@ from reactchat.store import SessionNotFound
 from reactchat.store import _migrations as migrations
 from reactchat.store._batch import Batcher
 from reactchat.store._migrations import Schema, mark_interrupted
-from reactchat.store._views import TurnViews, View, turn_view
+from reactchat.store._views import TurnViews, View
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -414,9 +414,7 @@ class PostgresStore:
         self._same_loop()
         view = self._views.take(session_id)
         if view is not None and await self._checks.submit((session_id, view.events[-1].seq, view.body)):
-            events = turn_view(view.events)
-            self._views.keep(session_id, View(events, view.body))
-            return list(events)
+            return self._views.renew(session_id, view)
         events, body = await self._turn_reads.submit(session_id)
         if events:
             self._views.keep(session_id, View(events, body))

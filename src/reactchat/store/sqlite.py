@@ -57,7 +57,7 @@ from reactchat.messages import Event, stored_event, stored_json
 from reactchat.store import SessionNotFound
 from reactchat.store import _migrations as migrations
 from reactchat.store._migrations import Schema, mark_interrupted
-from reactchat.store._views import TurnViews, View, turn_view
+from reactchat.store._views import TurnViews, View
 
 BUSY_TIMEOUT_MS = 10_000
 #: writes between two WAL checkpoints, run on the store's thread (SQLite's own default is
@@ -80,6 +80,7 @@ FINISH_FRAMES = 64
 RESTART_WAIT_MS = 100
 #: seconds between two looks for cancel requests of the turns this store's process runs
 CANCEL_POLL = 0.05
+
 T = TypeVar("T")
 
 
@@ -428,9 +429,7 @@ class SqliteStore:
                 return row
 
             if await self._call(last) == (view.events[-1].seq, view.body):
-                events = turn_view(view.events)
-                self._views.keep(session_id, View(events, view.body))
-                return list(events)
+                return self._views.renew(session_id, view)
 
         def read(db: sqlite3.Connection) -> list[tuple[int, str]]:
             rows: list[tuple[int, str]] = db.execute(_TURN_EVENTS, (session_id,)).fetchall()
