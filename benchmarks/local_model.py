@@ -35,7 +35,7 @@ from pydantic import Field
 import real_output  # benchmarks/real_output.py, next to this file
 from reactchat import Agent, calculator, tool
 from reactchat.models.local import CallStats, LocalModel
-from reactchat.packs import get_pack
+from reactchat.protocols.packs import get_pack
 from reactchat.tools import Tool
 
 # ------------------------------------------------------------------ tools

@@ -21,8 +21,8 @@ import time
 from reactchat import calculator
 from reactchat.messages import ToolSpec
 from reactchat.models.local import LocalModel
-from reactchat.packs import get_pack
-from reactchat.react import ReactTranscript
+from reactchat.protocols.packs import get_pack
+from reactchat.protocols.react import ReactTranscript
 
 LOOKUP = ToolSpec(
     name="country_facts",

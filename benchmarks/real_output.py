@@ -20,8 +20,8 @@ from typing import Any
 
 from reactchat import FormatError
 from reactchat.messages import Reply, TextPart, ToolSpec
-from reactchat.native import NativeTranscript
-from reactchat.packs import get_pack
+from reactchat.protocols.native import NativeTranscript
+from reactchat.protocols.packs import get_pack
 from reactchat.react import Action, FinalAnswer, parse
 
 CORPUS = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "real_output.txt"

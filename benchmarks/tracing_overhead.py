@@ -40,7 +40,7 @@ if MODE in ("not-installed", "baseline"):
     sys.meta_path.insert(0, Block())
 from reactchat import Agent, ScriptedModel, tool
 if MODE == "exporter":
-    from reactchat import tracing
+    from reactchat.engine import tracing
     from opentelemetry.sdk.metrics import MeterProvider
     from opentelemetry.sdk.metrics.export import InMemoryMetricReader
     from opentelemetry.sdk.trace import TracerProvider
@@ -86,7 +86,7 @@ if MODE == "exporter":
     out["spans_exported"] = exporter.spans
 if MODE == "not-installed":
     # the hooks alone, as the loop calls them per step: one chat span and one tool span
-    from reactchat import tracing
+    from reactchat.engine import tracing
     from reactchat.messages import Reply, Request, Usage
     trace = tracing.start_turn("bench", "s", "scripted", ())
     request, reply, usage = Request(messages=[]), Reply(), Usage()

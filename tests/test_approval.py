@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from reactchat import Agent, ScriptedModel, tool
-from reactchat.approval import decide, question, refusal
+from reactchat.engine.approval import decide, question, refusal
 from reactchat.messages import UserEvent
 from reactchat.models._scripted import tool_call
-from reactchat.session import RunResult
+from reactchat.engine.session import RunResult
 
 
 @pytest.mark.parametrize("reply", ["yes", "Yes.", " y ", "OK", "approve", "go ahead", "oui", "はい"])

@@ -26,7 +26,7 @@ from reactchat.messages import (
     ThoughtEvent,
     UserEvent,
 )
-from reactchat.session import SessionState
+from reactchat.engine.session import SessionState
 from reactchat.store import SessionNotFound, resolve_store
 
 # ------------------------------------------------------------------ ask_user across processes
@@ -329,7 +329,7 @@ async def test_a_new_turn_reads_its_last_turn_whole_and_the_history_of_the_other
     # what a turn reads before it starts gives the same history and the same last turn as the
     # whole session, through cancelled, resumed, answered and nested turns; and where the store
     # reads less, the lock's read after it starts right after the session's last event
-    from reactchat.run import turn_events
+    from reactchat.engine.run import turn_events
 
     store = resolve_store(store_url)
     session = await store.create_session()

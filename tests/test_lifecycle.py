@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reactchat import Agent, AlreadyAnswered, ModelError, NothingToRun, ScriptedModel, SessionNotFound, tool
-from reactchat import loop as loop_module
+from reactchat.engine import loop as loop_module
 from reactchat.messages import (
     ActionEvent,
     DeltaEvent,

@@ -38,8 +38,8 @@ from reactchat.models import ContextTooLong, _llama
 from reactchat.models._grammar import integer_range_rule, react_step_grammar, tool_call_grammar
 from reactchat.models._states import SavedState, SessionStates, common_prefix
 from reactchat.models.local import DEFAULT_EMBEDDED, EMBEDDED, LocalModel, default_model_path, from_spec
-from reactchat.packs import get_pack
-from reactchat.react import Action, FinalAnswer, ReactTranscript, parse
+from reactchat.protocols.packs import get_pack
+from reactchat.protocols.react import Action, FinalAnswer, ReactTranscript, parse
 from reactchat.tools import Tool, tool
 
 

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from reactchat import Agent, ScriptedModel
 from reactchat.messages import ErrorEvent
 from reactchat.models.local import LocalModel
-from reactchat.output import Output, OutputInvalid
+from reactchat.engine.output import Output, OutputInvalid
 from server_support import make_app, running
 
 

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from reactchat import Action, Agent, FinalAnswer, FormatError, ScriptedModel, calculator, tool
-from reactchat.formats import calls_in_text
+from reactchat.protocols.formats import calls_in_text
 from reactchat.react import parse
 
 VALID_STEPS = [

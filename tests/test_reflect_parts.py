@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from reactchat import ScriptedModel, tool
-from reactchat.packs import get_pack
-from reactchat.reflect import (
+from reactchat.protocols.packs import get_pack
+from reactchat.orchestration.reflexion import (
     Command,
     ReflectionMemory,
     Reflexion,

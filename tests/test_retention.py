@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from reactchat.messages import Event, UserEvent
-from reactchat.retention import prune_sessions
+from reactchat.cli.retention import prune_sessions
 from reactchat.store import Store, resolve_store
 from server_support import start_worker
 

@@ -12,7 +12,7 @@ import warnings
 
 from loop_watch import loop_gaps
 from reactchat import Agent, ScriptedModel, tool
-from reactchat.threads import ToolThreads
+from reactchat.engine.threads import ToolThreads
 from reactchat.tools import ToolTimeout
 
 

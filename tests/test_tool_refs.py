@@ -14,7 +14,7 @@ from langchain_core.tools import tool as lc_tool
 from pydantic import BaseModel, Field
 
 from reactchat import Agent, ScriptedModel
-from reactchat._tool_refs import ToolReferenceError, tools_by_reference
+from reactchat.cli.tool_refs import ToolReferenceError, tools_by_reference
 
 SERVER = str(Path(__file__).parent / "fixtures" / "mcp_server.py")
 
@@ -231,7 +231,7 @@ def test_the_command_offers_fetch_url_except_to_the_embedded_models(
 @pytest.mark.parametrize(("model", "tools", "offered"), FETCH_URL_OFFERED)
 @pytest.mark.usefixtures("no_tools_from_env")
 def test_the_server_offers_fetch_url_as_the_command_does(model: str, tools: str | None, offered: bool) -> None:
-    from reactchat._tool_refs import configured_tools
+    from reactchat.cli.tool_refs import configured_tools
     from reactchat.server import ServerConfig, default_agent
     from reactchat.store.memory import MemoryStore
     from reactchat.toolbox import fetch_url

@@ -12,9 +12,9 @@ from pydantic import BaseModel
 
 from reactchat import Agent, RunContext, ScriptedModel, tool
 from reactchat.messages import SystemMessage
-from reactchat.packs import get_pack
-from reactchat.react import _instructions, _ToolSet
-from reactchat.threads import ToolThreads
+from reactchat.protocols.packs import get_pack
+from reactchat.protocols.react import _instructions, _ToolSet
+from reactchat.engine.threads import ToolThreads
 from reactchat.toolbox import CalculatorError, calculator, evaluate
 from reactchat.tools import Tool, ToolInputError, ToolTimeout
 

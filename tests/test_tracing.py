@@ -230,7 +230,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from reactchat import tracing
+from reactchat.engine import tracing
 assert tracing.start_turn("a", "s", "scripted") is tracing.NO_TRACE
 exporter = InMemorySpanExporter()
 provider = TracerProvider()

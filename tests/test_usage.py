@@ -15,8 +15,8 @@ from fixtures.replay_server import Canned, ReplayServer, openai_stream, openai_u
 from reactchat import Agent, ScriptedModel, calculator
 from reactchat.messages import Usage
 from reactchat.models.openai import OpenAIModel
-from reactchat.report import SessionSummary
-from reactchat.usage import cost, total
+from reactchat.cli.report import SessionSummary
+from reactchat.engine.usage import cost, total
 
 ACT = ' I need a 15% markup.\nAction: calculator\nAction Input: {"expression": "80.16 * 1.15"}'
 FINAL = " I know it.\nFinal Answer: 92.184"

@@ -27,8 +27,8 @@ from task_reactchat import store_url
 
 from reactchat import Agent, ScriptedModel, tool
 from reactchat.messages import EVENTS, ActionEvent, ObservationEvent, Reply, TextPart, ThoughtEvent, Usage
-from reactchat.packs import get_pack
-from reactchat.react import ReactTranscript, parse
+from reactchat.protocols.packs import get_pack
+from reactchat.protocols.react import ReactTranscript, parse
 from reactchat.store import resolve_store
 
 REPLY = 'I look it up.\nAction: lookup\nAction Input: {"key": "k3"}'

@@ -25,10 +25,10 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "Agent": "reactchat.agent",
-    "Reflexion": "reactchat.reflect",
-    "RunResult": "reactchat.session",
-    "Step": "reactchat.session",
-    "SessionState": "reactchat.session",
+    "Reflexion": "reactchat.orchestration.reflexion",
+    "RunResult": "reactchat.engine.session",
+    "Step": "reactchat.engine.session",
+    "SessionState": "reactchat.engine.session",
     "tool": "reactchat.tools",
     "Tool": "reactchat.tools",
     "RunContext": "reactchat.tools",
@@ -38,12 +38,12 @@ _EXPORTS: dict[str, str] = {
     "ContextTooLong": "reactchat.models",
     "ScriptedModel": "reactchat.models",
     "resolve_model": "reactchat.models",
-    "FormatError": "reactchat.core",
+    "FormatError": "reactchat.protocols.base",
     "ReactchatError": "reactchat.errors",
     "ConfigError": "reactchat.errors",
     "NothingToRun": "reactchat.errors",
-    "Action": "reactchat.react",
-    "FinalAnswer": "reactchat.react",
+    "Action": "reactchat.protocols.react",
+    "FinalAnswer": "reactchat.protocols.react",
     "Store": "reactchat.store",
     "resolve_store": "reactchat.store",
     "SessionBusy": "reactchat.errors",
@@ -55,7 +55,7 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent
-    from reactchat.core import FormatError
+    from reactchat.protocols.base import FormatError
     from reactchat.errors import (
         AlreadyAnswered,
         ConfigError,
@@ -65,9 +65,9 @@ if TYPE_CHECKING:
         SessionNotFound,
     )
     from reactchat.models import ContextTooLong, Model, ModelError, ScriptedModel, resolve_model
-    from reactchat.react import Action, FinalAnswer
-    from reactchat.reflect import Reflexion
-    from reactchat.session import RunResult, SessionState, Step
+    from reactchat.protocols.react import Action, FinalAnswer
+    from reactchat.orchestration.reflexion import Reflexion
+    from reactchat.engine.session import RunResult, SessionState, Step
     from reactchat.store import Store, resolve_store
     from reactchat.toolbox import ask_user, calculator
     from reactchat.tools import PauseForUser, RunContext, Tool, tool

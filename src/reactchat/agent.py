@@ -1,6 +1,6 @@
 """``Agent``: the public entry point. One async core (``stream``), one sync wrapper (``run``).
 
-The path of a turn (see ``reactchat.run``)::
+The path of a turn (see ``reactchat.engine.run``)::
 
     Agent.run(message)      the sync wrapper: this thread's event loop runs ``arun``
       Agent.arun(message)   makes a ``Run`` and drains it
@@ -18,25 +18,25 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Itera
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
-from reactchat.approval import Policy
-from reactchat.core import Transcript
+from reactchat.engine.approval import Policy
+from reactchat.protocols.base import Transcript
 from reactchat.errors import AlreadyAnswered, ConfigError, InsideEventLoop, SessionBusy, SessionNotFound
-from reactchat.guards import DEFAULT_MAX_OBSERVATION
+from reactchat.engine.guards import DEFAULT_MAX_OBSERVATION
 from reactchat.messages import AnswerEvent, Event, ToolSpec
 from reactchat.models import Model, resolve_model
-from reactchat.output import DEFAULT_RETRIES, Output, as_output
-from reactchat.packs import PromptPack, get_pack
-from reactchat.run import Run
-from reactchat.session import RunResult, SessionState
+from reactchat.engine.output import DEFAULT_RETRIES, Output, as_output
+from reactchat.protocols.packs import PromptPack, get_pack
+from reactchat.engine.run import Run
+from reactchat.engine.session import RunResult, SessionState
 from reactchat.store import Store, resolve_store
-from reactchat.threads import DEFAULT_TOOL_THREADS, ToolThreads
+from reactchat.engine.threads import DEFAULT_TOOL_THREADS, ToolThreads
 from reactchat.tools import Tool, Toolset, as_tool
 
 if TYPE_CHECKING:
-    from reactchat.loop import Loop
-    from reactchat.reflect import Reflexion
-    from reactchat.run import Runner
-    from reactchat.subagents import SubAgent
+    from reactchat.engine.loop import Loop
+    from reactchat.orchestration.reflexion import Reflexion
+    from reactchat.engine.run import Runner
+    from reactchat.orchestration.nested import SubAgent
 
 #: how one run of an agent runs: a Reflexion loop of trials, a plan, or plain ReAct
 Mode = Literal["reflect", "plan", "react"]
@@ -232,11 +232,11 @@ class Agent:
         output = output or self.output
         typed = output.instructions() if output is not None else None
         if self.protocol == "native":
-            from reactchat.native import SYSTEM, NativeTranscript
+            from reactchat.protocols.native import SYSTEM, NativeTranscript
 
             native = "\n\n".join(filter(None, [system or SYSTEM, typed]))
             return NativeTranscript(self.pack, tools, history, question, native)
-        from reactchat.react import ReactTranscript
+        from reactchat.protocols.react import ReactTranscript
 
         few_shot = self.few_shot if self.few_shot is not None else getattr(self.model, "few_shot", False)
         instructions = "\n\n".join(filter(None, [system, typed])) or None
@@ -245,7 +245,7 @@ class Agent:
     def as_tool(self, *, memory: bool = False) -> SubAgent:
         """This agent as another agent's tool (a sub-agent): input ``{"task": ...}``, its final
         answer the observation. ``memory``: it sees its earlier tasks and answers of the session."""
-        from reactchat.subagents import SubAgent
+        from reactchat.orchestration.nested import SubAgent
 
         return SubAgent(self, memory=memory)
 
@@ -262,11 +262,11 @@ class Agent:
         (``mode`` overrides the agent's own: a plan step's executor is plain ReAct)."""
         mode = mode or ("reflect" if self.reflect else self.inner_mode)
         if mode == "reflect" and self.reflect is not None:
-            from reactchat.trial_loop import TrialLoop
+            from reactchat.orchestration.trials import TrialLoop
 
             return TrialLoop(self, loop, question, self.reflect)
         if mode == "plan":
-            from reactchat.plan_loop import PlanLoop
+            from reactchat.orchestration.plan_loop import PlanLoop
 
             return PlanLoop(self, loop, question, history)
         loop.replay(events)

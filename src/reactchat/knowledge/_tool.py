@@ -11,7 +11,7 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from reactchat._cite import cited
+from reactchat.tools.cite import cited
 from reactchat.knowledge._kb import FileInfo, Hit, KnowledgeBase
 from reactchat.tools import RunContext, Tool
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from reactchat._schema_tool import SchemaTool, json_schema_check
+from reactchat.tools._schema import SchemaTool, json_schema_check
 from reactchat.tools import Tool
 
 if TYPE_CHECKING:

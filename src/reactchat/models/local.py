@@ -27,7 +27,7 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from reactchat.formats import calls_in_text
+from reactchat.protocols.formats import calls_in_text
 from reactchat.messages import Reply, Request, StopReason, TextPart, ToolCallPart, Usage
 from reactchat.models._base import ContextTooLong
 from reactchat.models._embedded import EMBEDDED

@@ -32,10 +32,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from reactchat._tool_refs import close_tools, offered_tools
+from reactchat.cli.tool_refs import close_tools, offered_tools
 from reactchat.agent import Agent
-from reactchat.report import turn_view
-from reactchat.retention import expire_sessions
+from reactchat.cli.report import turn_view
+from reactchat.cli.retention import expire_sessions
 from reactchat.server._cancel import cancel_routes, watch_cancels
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
@@ -44,7 +44,7 @@ from reactchat.server._lean import shortcut
 from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, errors, streamed
 from reactchat.server._takeover import follow_routes, stop, watch_abandoned
 from reactchat.server._turns import Turns, TurnStream, failure_event, pending_view, sse, summary
-from reactchat.session import SessionState
+from reactchat.engine.session import SessionState
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
 
 #: the page runs only its own script and style files (no inline code), talks only to this
@@ -313,7 +313,7 @@ def _session_routes(app: FastAPI, server: Server) -> None:
     async def list_sessions(request: Request, limit: int = Query(default=20, ge=1, le=200)) -> dict[str, Any]:
         """The newest sessions: first question, status, turns and usage of each (under per-user
         tokens, the caller's own)."""
-        from reactchat.report import SessionSummary, summaries
+        from reactchat.cli.report import SessionSummary, summaries
 
         user: str = getattr(request.state, USER, "")
         if not user:

@@ -58,7 +58,7 @@ class ServerConfig:
     #: key of the OpenAI endpoint's derived session ids (``REACTCHAT_SECRET``; see ``_openai``)
     secret: str | None = None
     #: days after which an idle session is deleted, checked at start-up and hourly
-    #: (``reactchat.retention``); None: sessions are kept
+    #: (``reactchat.cli.retention``); None: sessions are kept
     retention_days: float | None = None
 
     @property

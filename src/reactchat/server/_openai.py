@@ -70,12 +70,12 @@ from reactchat.messages import (
     ThoughtEvent,
     UserEvent,
 )
-from reactchat.plan import checklist
+from reactchat.orchestration.plan import checklist
 from reactchat.server._app import Body
 from reactchat.server._guard import DERIVED_PREFIX, USER
 from reactchat.server._schema import GUARDED, HAS_USER_TEXT, SESSION_ID, SESSION_ID_RULE, errors, streamed
 from reactchat.server._turns import KEEPALIVE, Delta, Last, TurnFeed, TurnStream, failure_event, summary
-from reactchat.session import SessionState, Turn
+from reactchat.engine.session import SessionState, Turn
 
 if TYPE_CHECKING:
     from reactchat.server._app import Server

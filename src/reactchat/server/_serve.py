@@ -7,7 +7,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
-from reactchat.retention import retention_from_env
+from reactchat.cli.retention import retention_from_env
 from reactchat.server._app import create_app
 from reactchat.server._config import ServerConfig, check_exposure, load_users
 from reactchat.server._gc import settle_collector
@@ -80,7 +80,7 @@ def app_from_env() -> FastAPI:
     a token answers only clients on this machine. Workers sharing a PostgreSQL store serve
     any session.
     """
-    from reactchat._tool_refs import configured_tools
+    from reactchat.cli.tool_refs import configured_tools
 
     config = config_from_env()
     host = os.environ.get("REACTCHAT_HOST", "127.0.0.1")

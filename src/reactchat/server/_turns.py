@@ -19,12 +19,12 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from reactchat.agent import Agent
-from reactchat.loop import SHUTDOWN
+from reactchat.engine.loop import SHUTDOWN
 from reactchat.messages import ErrorEvent, Event
 from reactchat.models import ModelError
-from reactchat.run import Run
-from reactchat.session import Outcome, Pending, RunResult
-from reactchat.usage import total
+from reactchat.engine.run import Run
+from reactchat.engine.session import Outcome, Pending, RunResult
+from reactchat.engine.usage import total
 
 log = logging.getLogger("reactchat.server")
 

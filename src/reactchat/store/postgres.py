@@ -13,7 +13,7 @@ Schema: the SQLite store's ``sessions`` and ``events`` (created by the migration
            turn INTEGER, step INTEGER, type TEXT, at DOUBLE PRECISION,
            body JSON,                       -- the event as written by ``EVENTS.dump_json``
            PRIMARY KEY (session, seq))
-    reflections(id BIGSERIAL, key TEXT, at DOUBLE PRECISION, text TEXT)   -- see reactchat.reflect
+    reflections(id BIGSERIAL, key TEXT, at DOUBLE PRECISION, text TEXT)   -- see reactchat.orchestration.reflexion
 
 ``body`` is ``json``, not ``jsonb``: it keeps the text as written and accepts ``\\u0000``,
 which a tool's output may contain. Each ``append`` is one transaction (autocommitted when it holds one event), durable
@@ -80,7 +80,7 @@ SCHEMA.add(
 )
 SCHEMA.add(
     2,
-    "m002_reflections",  # Reflexion's memory across sessions: reflections by task fingerprint (reactchat.reflect)
+    "m002_reflections",  # Reflexion's memory across sessions: reflections by task fingerprint (reactchat.orchestration.reflexion)
     """CREATE TABLE reflections (
         id BIGSERIAL PRIMARY KEY,
         key TEXT NOT NULL,
@@ -105,7 +105,7 @@ SCHEMA.add(
 )
 SCHEMA.add(
     5,
-    "m005_last_activity",  # when the session's last turn ended, for retention (reactchat.retention)
+    "m005_last_activity",  # when the session's last turn ended, for retention (reactchat.cli.retention)
     "ALTER TABLE sessions ADD COLUMN active_at DOUBLE PRECISION",
     """UPDATE sessions s
     SET active_at = coalesce((SELECT max(e.at) FROM events e WHERE e.session = s.id), s.created_at)""",

@@ -16,7 +16,7 @@ prefixed ``kb_`` for the knowledge base, and must leave these alone)::
            PRIMARY KEY (session, seq))
     session_locks(session TEXT PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER, expires REAL,
                   cancel REAL)              -- when a cancel of the running turn was asked for
-    reflections(key TEXT, at REAL, text TEXT)   -- Reflexion's memory across sessions (reactchat.reflect)
+    reflections(key TEXT, at REAL, text TEXT)   -- Reflexion's memory across sessions (reactchat.orchestration.reflexion)
 
 Events are append-only; the state of a session is derived from them. Durability: WAL
 with ``synchronous=NORMAL``, so every committed event survives a killed process (a
@@ -111,7 +111,7 @@ SCHEMA.add(
 )
 SCHEMA.add(
     2,
-    "m002_reflections",  # Reflexion's memory across sessions: reflections by task fingerprint (reactchat.reflect)
+    "m002_reflections",  # Reflexion's memory across sessions: reflections by task fingerprint (reactchat.orchestration.reflexion)
     "CREATE TABLE reflections (key TEXT NOT NULL, at REAL NOT NULL, text TEXT NOT NULL)",
     "CREATE INDEX reflections_key_at ON reflections(key, at)",
 )
@@ -123,7 +123,7 @@ SCHEMA.add(
 )
 SCHEMA.add(
     5,
-    "m005_last_activity",  # when the session's last turn ended, for retention (reactchat.retention)
+    "m005_last_activity",  # when the session's last turn ended, for retention (reactchat.cli.retention)
     "ALTER TABLE sessions ADD COLUMN active_at REAL",
     """UPDATE sessions
     SET active_at = coalesce((SELECT max(at) FROM events WHERE session = sessions.id), created_at)""",

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from reactchat._cite import cited
+from reactchat.tools.cite import cited
 from reactchat.errors import ConfigError, ReactchatError
 from reactchat.tools import Tool
 

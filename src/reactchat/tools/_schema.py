@@ -11,7 +11,7 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from reactchat.tools import Tool, ToolInputError
+from reactchat.tools._tool import Tool, ToolInputError
 
 Check = Callable[[Any], dict[str, Any]]
 

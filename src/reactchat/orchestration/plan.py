@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from reactchat.core import FormatError
+from reactchat.protocols.base import FormatError
 from reactchat.messages import PlanStep, Request, SystemMessage, ToolSpec, UserMessage
-from reactchat.packs import PromptPack
-from reactchat.react import parse_input
+from reactchat.protocols.packs import PromptPack
+from reactchat.protocols.react import parse_input
 
 #: corrections the planner gets before the plan falls back to one step: the question itself
 PLANNER_RETRIES = 2

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from reactchat.messages import Reply, Request, SystemMessage, Usage, UserMessage
-from reactchat.packs import PromptPack
+from reactchat.protocols.packs import PromptPack
 from reactchat.tools import Tool
 
 MODEL_JUDGE = "model"

@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from reactchat.core import Call, ToolResult
+from reactchat.protocols.base import Call, ToolResult
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
@@ -27,13 +27,13 @@ from reactchat.messages import (
     TrialEvent,
     Usage,
 )
-from reactchat.reflect import ReflectionMemory, Reflexion, Trial, evaluate, fingerprint, lessons, reflection_request
-from reactchat.session import Step, steps_of
-from reactchat.subagents import NestedTurn, delegate
+from reactchat.orchestration.reflexion import ReflectionMemory, Reflexion, Trial, evaluate, fingerprint, lessons, reflection_request
+from reactchat.engine.session import Step, steps_of
+from reactchat.orchestration.nested import NestedTurn, delegate
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent
-    from reactchat.loop import Loop
+    from reactchat.engine.loop import Loop
 
 TRIAL = "trial-"
 

@@ -3,7 +3,7 @@
     Agent.run(message)      the sync wrapper: this thread's event loop runs ``arun``
       Agent.arun(message)   makes a ``Run`` and drains it
         Run (iterated)      locks the session, reads it, decides what the message is
-          Loop.steps()      the ReAct loop (``reactchat.loop``)
+          Loop.steps()      the ReAct loop (``reactchat.engine.loop``)
 
 A run decides once what a message is (``_read``): the answer to the pending item the
 sender saw, or a new turn; a turn a crash interrupted is finished first. It records
@@ -20,11 +20,11 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactchat.errors import AlreadyAnswered, NothingToRun, SessionBusy, SessionNotFound, TurnFailed
-from reactchat.guards import RepeatGuard
-from reactchat.loop import Loop
+from reactchat.engine.guards import RepeatGuard
+from reactchat.engine.loop import Loop
 from reactchat.messages import DeltaEvent, ErrorEvent, Event, UserEvent
-from reactchat.output import Output
-from reactchat.session import Outcome, Pending, RunResult, SessionState, Turn
+from reactchat.engine.output import Output
+from reactchat.engine.session import Outcome, Pending, RunResult, SessionState, Turn
 from reactchat.store import Store, lock_and_read
 from reactchat.tools import toolset_tools
 

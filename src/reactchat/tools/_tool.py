@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, get_type_hint
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from reactchat.messages import ToolInput, ToolSpec
-from reactchat.threads import ToolThreads, shared_threads
+from reactchat.engine.threads import ToolThreads, shared_threads
 
 if TYPE_CHECKING:
-    from reactchat.core import Call, ToolResult
-    from reactchat.loop import Loop
+    from reactchat.protocols.base import Call, ToolResult
+    from reactchat.engine.loop import Loop
     from reactchat.messages import Event
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -50,7 +50,7 @@ class RunContext:
     services: dict[str, Any] = field(default_factory=dict)
     #: the path of the agent making the call (``"boss"``, ``"boss/researcher"``)
     agent: str = ""
-    #: the run making the call (``""`` for a turn's top-level run; see ``reactchat.run``)
+    #: the run making the call (``""`` for a turn's top-level run; see ``reactchat.engine.run``)
     run: str = ""
     #: the user's message that opened this turn
     message: str = ""
@@ -66,7 +66,7 @@ class PauseForUser(Exception):
     def __init__(self, question: str, kind: Literal["question", "approval"] = "question") -> None:
         super().__init__(question)
         self.question = question
-        #: ``approval``: the engine asks whether a call may run (see ``reactchat.approval``)
+        #: ``approval``: the engine asks whether a call may run (see ``reactchat.engine.approval``)
         self.kind = kind
 
 
@@ -179,7 +179,7 @@ class Tool:
     def stream(self, call: Call, loop: Loop, arguments: dict[str, Any]) -> AsyncIterator[Event | ToolResult]:
         """For a tool that ``streams`` (one that runs another agent): the events of the run it
         starts inside ``loop``'s call, as they become durable, then its ``ToolResult`` (none
-        when that run waits for the user). See ``reactchat.subagents.SubAgent``."""
+        when that run waits for the user). See ``reactchat.orchestration.nested.SubAgent``."""
         raise NotImplementedError(f"tool {self.name} does not stream; call run() instead")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -263,7 +263,7 @@ class Tool:
                 raise
         if self.timeout is None:
             return self.fn(**kwargs)
-        # on a worker thread, so that a hang cannot block the agent (see reactchat.threads)
+        # on a worker thread, so that a hang cannot block the agent (see reactchat.engine.threads)
         call = (threads or shared_threads()).start(lambda: self.fn(**kwargs))
         if self._quick and call.wait(QUICK_WAIT):
             return call.outcome()
@@ -336,7 +336,7 @@ def as_tool(obj: Any) -> Tool:
     a LangChain tool where tools are expected."""
     if isinstance(obj, Tool):
         return obj
-    from reactchat.langchain import from_langchain, is_langchain_tool
+    from reactchat.tools.langchain import from_langchain, is_langchain_tool
 
     if is_langchain_tool(obj):  # before as_tool: LangChain's Runnable.as_tool is another thing (a beta API)
         return from_langchain(obj)

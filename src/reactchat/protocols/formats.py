@@ -35,7 +35,7 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from reactchat.core import Call
+from reactchat.protocols.base import Call
 from reactchat.messages import Reply, ToolInput
 
 # ------------------------------------------------------------------ reasoning

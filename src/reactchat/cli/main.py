@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar, TextIO
 
-from reactchat._tool_refs import close_tools
+from reactchat.cli.tool_refs import close_tools
 from reactchat.errors import ReactchatError
 from reactchat.messages import (
     ActionEvent,
@@ -33,7 +33,7 @@ from reactchat.messages import (
     TrialEvent,
     UserEvent,
 )
-from reactchat.retention import days
+from reactchat.cli.retention import days
 from reactchat.store import default_db, store_url
 
 EXIT_WAITING = 3
@@ -110,7 +110,7 @@ def _describe(event: Event) -> str | None:
     if isinstance(event, PlanEvent):
         if event.decision == "continue":
             return None
-        from reactchat.plan import checklist
+        from reactchat.orchestration.plan import checklist
 
         head = "Plan" if event.decision == "plan" else f"Plan revised (version {event.version})"
         return f"{head}:\n" + "\n".join(f"  {line}" for line in checklist(event.steps).splitlines())
@@ -141,7 +141,7 @@ def command_tools(model: str, tools: str | None = None, mcp: str | None = None) 
     """The tools ``reactchat ask`` and ``chat`` give the agent (the calculator and the
     configured tools, as ``offered_tools`` offers them to ``model``), and whether links in
     the user's messages are read (the ``web`` extra is installed)."""
-    from reactchat._tool_refs import configured_tools, offered_tools
+    from reactchat.cli.tool_refs import configured_tools, offered_tools
     from reactchat.toolbox import calculator
 
     return offered_tools(model, [calculator, *configured_tools(tools, mcp)])
@@ -299,7 +299,7 @@ def _serve(args: argparse.Namespace) -> int:
         from reactchat.server import serve
     except ImportError as exc:
         raise SystemExit(f"reactchat serve needs the server extra: pip install 'reactchat[server]' ({exc})") from None
-    from reactchat._tool_refs import configured_tools
+    from reactchat.cli.tool_refs import configured_tools
 
     serve(
         host=args.host,
@@ -318,7 +318,7 @@ def _serve(args: argparse.Namespace) -> int:
 async def _sessions(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.prune:
         return await _prune(args, out)
-    from reactchat.report import sessions_table, summaries
+    from reactchat.cli.report import sessions_table, summaries
     from reactchat.store import resolve_store
 
     store = resolve_store(store_url(args.db))
@@ -334,8 +334,8 @@ async def _sessions(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 async def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from reactchat.report import session_json, session_markdown, session_tree
-    from reactchat.session import SessionState
+    from reactchat.cli.report import session_json, session_markdown, session_tree
+    from reactchat.engine.session import SessionState
     from reactchat.store import SessionNotFound, resolve_store
 
     store = resolve_store(store_url(args.db))
@@ -359,7 +359,7 @@ async def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 async def _prune(args: argparse.Namespace, out: TextIO) -> int:
     """``reactchat sessions --prune``: delete sessions idle for more than ``--older-than`` days."""
     from reactchat.knowledge import KnowledgeBase
-    from reactchat.retention import prune_sessions
+    from reactchat.cli.retention import prune_sessions
     from reactchat.store import resolve_store
 
     store = resolve_store(store_url(args.db))

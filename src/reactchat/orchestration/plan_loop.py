@@ -7,7 +7,7 @@
 Every planner call is recorded (a ``PlanEvent``: the plan it wrote or revised, or its
 decision to go on), and every step is a nested run started by an ``ActionEvent`` with
 call id ``step-N`` and finished by its ``ObservationEvent``, exactly like a delegation
-to a sub-agent (``reactchat.subagents``), so a plan resumes after a question or a crash
+to a sub-agent (``reactchat.orchestration.nested``), so a plan resumes after a question or a crash
 at any point: ``PlanState`` folds the run's events back into where it was.
 """
 
@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from reactchat.core import Call, ToolResult
+from reactchat.protocols.base import Call, ToolResult
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
@@ -31,7 +31,7 @@ from reactchat.messages import (
     Usage,
     UserMessage,
 )
-from reactchat.plan import (
+from reactchat.orchestration.plan import (
     PLANNER_RETRIES,
     PlanError,
     Replan,
@@ -43,11 +43,11 @@ from reactchat.plan import (
     step_task,
     words,
 )
-from reactchat.subagents import NestedTurn, SubAgent, delegate
+from reactchat.orchestration.nested import NestedTurn, SubAgent, delegate
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent
-    from reactchat.loop import Loop
+    from reactchat.engine.loop import Loop
 
 T = TypeVar("T")
 STEP = "step-"

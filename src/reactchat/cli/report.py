@@ -21,10 +21,10 @@ from reactchat.messages import (
     ThoughtEvent,
     UserEvent,
 )
-from reactchat.plan_loop import plan_of
-from reactchat.session import SessionState, Turn
+from reactchat.orchestration.plan_loop import plan_of
+from reactchat.engine.session import SessionState, Turn
 from reactchat.store import SessionNotFound, Store
-from reactchat.usage import UsageTotal, total
+from reactchat.engine.usage import UsageTotal, total
 
 
 @dataclass

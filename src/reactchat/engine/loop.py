@@ -19,10 +19,10 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from reactchat import approval
-from reactchat.approval import Policy
-from reactchat.core import Call, FormatError, ToolResult, Transcript
-from reactchat.guards import RepeatGuard, truncate, unknown_tool
+from reactchat.engine import approval
+from reactchat.engine.approval import Policy
+from reactchat.protocols.base import Call, FormatError, ToolResult, Transcript
+from reactchat.engine.guards import RepeatGuard, truncate, unknown_tool
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
@@ -37,13 +37,13 @@ from reactchat.messages import (
     UserEvent,
 )
 from reactchat.models import ContextTooLong, Model, ModelError
-from reactchat.output import Output, OutputInvalid
-from reactchat.session import Pending
+from reactchat.engine.output import Output, OutputInvalid
+from reactchat.engine.session import Pending
 from reactchat.store import Store, append_and_unlock
-from reactchat.threads import ToolThreads
+from reactchat.engine.threads import ToolThreads
 from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
-from reactchat.tracing import NO_TRACE, TurnTrace, start_turn
-from reactchat.usage import measured
+from reactchat.engine.tracing import NO_TRACE, TurnTrace, start_turn
+from reactchat.engine.usage import measured
 
 #: the observation of a call a crash cut off (the event says so in ``interrupted``)
 INTERRUPTED = (
@@ -120,7 +120,7 @@ class Loop:
 
         For an approval request (``pending.kind == "approval"``) the reply decides the
         call instead: it runs as it is, runs with the user's arguments, or is refused
-        with the user's reason as its observation (``reactchat.approval``).
+        with the user's reason as its observation (``reactchat.engine.approval``).
         """
         self.step = max(self.step, pending.step)
         yield await self.emit(UserEvent(text=reply))

@@ -19,14 +19,14 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from reactchat.core import Call, ToolResult
+from reactchat.protocols.base import Call, ToolResult
 from reactchat.messages import AnswerEvent, Event, Usage, UserEvent
 from reactchat.models import ModelError
 from reactchat.tools import Tool
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent, Mode
-    from reactchat.loop import Loop
+    from reactchat.engine.loop import Loop
 
 
 class NestedTurn(ABC):
@@ -128,7 +128,7 @@ async def delegate(
     mine = [e for e in stored if e.run == nested]
     answer = next((e for e in mine if isinstance(e, AnswerEvent)), None)
     if answer is None:
-        from reactchat.run import make_loop
+        from reactchat.engine.run import make_loop
 
         history = await _history(parent, path, nested) if memory else []
         loop = await make_loop(

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from reactchat.core import ELIDE_MIN_CHARS, Call, Decision, FormatError, elision_note
-from reactchat.formats import reply_calls, strip_reasoning
+from reactchat.protocols.base import ELIDE_MIN_CHARS, Call, Decision, FormatError, elision_note
+from reactchat.protocols.formats import reply_calls, strip_reasoning
 from reactchat.messages import (
     AssistantMessage,
     Message,
@@ -24,7 +24,7 @@ from reactchat.messages import (
     ToolSpec,
     UserMessage,
 )
-from reactchat.packs import PromptPack
+from reactchat.protocols.packs import PromptPack
 
 SYSTEM = (
     "You are a helpful assistant. Use the tools when they help; answer directly when they "

@@ -22,11 +22,11 @@ from reactchat.messages import (
     Usage,
     UserEvent,
 )
-from reactchat.usage import total
+from reactchat.engine.usage import total
 
 if TYPE_CHECKING:
     from reactchat.messages import PlanStep
-    from reactchat.reflect import Trial
+    from reactchat.orchestration.reflexion import Trial
 
 #: how a run ended, as ``RunResult.status`` says it
 Status = Literal["done", "waiting", "stopped", "cancelled"]
@@ -302,21 +302,21 @@ class RunResult:
     @property
     def plans(self) -> list[list[PlanStep]]:
         """Every version of the plan, the first one first (each as it ended)."""
-        from reactchat.plan_loop import plan_of
+        from reactchat.orchestration.plan_loop import plan_of
 
         return plan_of(self.events)
 
     @property
     def trials(self) -> list[Trial]:
         """The judged trials of a Reflexion turn: ``.answer``, ``.accepted``, ``.reflection``…"""
-        from reactchat.trial_loop import trials_of
+        from reactchat.orchestration.trials import trials_of
 
         return trials_of(self.events)
 
     @property
     def usage_by_agent(self) -> dict[str, Usage]:
         """Tokens used by the turn's model calls, by agent path (sub-agents included)."""
-        from reactchat.subagents import usage_by_agent
+        from reactchat.orchestration.nested import usage_by_agent
 
         return usage_by_agent(self.events)
 

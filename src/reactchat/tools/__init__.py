@@ -1,0 +1,31 @@
+"""Tools: plain functions with a schema from their signature (``@tool``), what a call is told
+(``RunContext``), sources of tools listed at each turn (``Toolset``), tools from a JSON schema
+and LangChain's tools. The built-in tools are in ``reactchat.toolbox``."""
+
+from reactchat.tools._tool import (
+    PauseForUser,
+    RunContext,
+    Tool,
+    ToolInputError,
+    Toolset,
+    ToolTimeout,
+    as_tool,
+    observation_text,
+    tool,
+    toolset_tools,
+    validation_problems,
+)
+
+__all__ = [
+    "PauseForUser",
+    "RunContext",
+    "Tool",
+    "ToolInputError",
+    "ToolTimeout",
+    "Toolset",
+    "as_tool",
+    "observation_text",
+    "tool",
+    "toolset_tools",
+    "validation_problems",
+]
