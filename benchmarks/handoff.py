@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/handoff.py [--calls 20000] [--rounds 3]
 
 A sync tool with a timeout runs on a ``ToolThreads`` worker while the event loop's thread
-waits for it (``reactchat.engine.threads``). Timed here: a call of a function that returns at
+waits for it (``reactchat.tools.threads``). Timed here: a call of a function that returns at
 once, start to result, as ``Tool.run`` makes it (``start``, then the quick ``wait``),
 wall and CPU time per call, in two placements that alternate round by round:
 
@@ -28,7 +28,7 @@ import statistics
 import threading
 import time
 
-from reactchat.engine.threads import ToolThreads
+from reactchat.tools.threads import ToolThreads
 
 
 def returns() -> int:

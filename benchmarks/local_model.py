@@ -172,7 +172,7 @@ def _tasks() -> list[Task]:
 
 def _cli_tools(model: str) -> tuple[Tool, ...]:
     """The tools ``reactchat ask --model MODEL`` gives the agent (ask_user is added to every agent)."""
-    from reactchat.cli import command_tools
+    from reactchat.cli.main import command_tools
 
     return tuple(command_tools(model)[0])
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from agents_team import deep_team, plan_steps, plan_team
 from durable_support import effects_of, new_session, stored
-from reactchat.messages import EVENTS, ActionEvent, Event, ObservationEvent, QuestionEvent
 from reactchat.engine.session import SessionState
+from reactchat.messages import EVENTS, ActionEvent, Event, ObservationEvent, QuestionEvent
 from reactchat.store import SessionBusy
 
 TEAM = str(Path(__file__).with_name("agents_team.py"))

@@ -11,9 +11,9 @@ import pytest
 
 from reactchat import Agent, ScriptedModel, tool
 from reactchat.engine.approval import decide, question, refusal
+from reactchat.engine.session import RunResult
 from reactchat.messages import UserEvent
 from reactchat.models._scripted import tool_call
-from reactchat.engine.session import RunResult
 
 
 @pytest.mark.parametrize("reply", ["yes", "Yes.", " y ", "OK", "approve", "go ahead", "oui", "はい"])

@@ -108,7 +108,7 @@ def test_a_model_failure_is_a_clear_error_not_a_traceback(tmp_path: Path) -> Non
 
 
 def test_the_command_and_the_server_share_one_default_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from reactchat.cli import parser
+    from reactchat.cli.main import parser
     from reactchat.store import store_url
 
     monkeypatch.delenv("REACTCHAT_DB", raising=False)

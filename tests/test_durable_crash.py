@@ -26,8 +26,8 @@ from pathlib import Path
 
 from durable_child import make_agent
 from durable_support import CHILD, effects_of, new_session, stored
-from reactchat.messages import EVENTS, ActionEvent, Event, ObservationEvent, QuestionEvent, UserEvent
 from reactchat.engine.session import SessionState
+from reactchat.messages import EVENTS, ActionEvent, Event, ObservationEvent, QuestionEvent, UserEvent
 from reactchat.store import SessionBusy
 
 RUNS = int(os.environ.get("REACTCHAT_CRASH_RUNS", "50"))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from reactchat import Agent, AlreadyAnswered, ModelError, NothingToRun, ScriptedModel, SessionNotFound, tool
-from reactchat.engine import loop as loop_module
+from reactchat.engine import recovery as recovery_module
 from reactchat.messages import (
     ActionEvent,
     DeltaEvent,
@@ -174,14 +174,14 @@ async def test_rewording_the_interrupted_sentence_changes_nothing_on_replay(
 ) -> None:
     CALLS.clear()
     session, agent = await crashed_session(sqlite_url, None)
-    monkeypatch.setattr(loop_module, "INTERRUPTED", "Cut off; its effect is unknown.")
+    monkeypatch.setattr(recovery_module, "INTERRUPTED", "Cut off; its effect is unknown.")
     failing = Agent(model=ScriptedModel([]), tools=[lookup], store=sqlite_url)
     with pytest.raises(ModelError):  # the interrupted call gets its observation, then the model fails
         await failing.resume(session)
     await failing.store.close()
     stored = [e for e in await agent.store.events(session) if isinstance(e, ObservationEvent)]
     assert stored[0].interrupted and stored[0].text == "Cut off; its effect is unknown."
-    monkeypatch.setattr(loop_module, "INTERRUPTED", "Yet another wording.")
+    monkeypatch.setattr(recovery_module, "INTERRUPTED", "Yet another wording.")
     result = await agent.resume(session)  # replays the observation stored with the first wording
     assert result.answer == "done" and CALLS == ["k"]  # the interrupted call may run again: it did, once
     await agent.store.close()

@@ -11,9 +11,9 @@ from openai import OpenAI
 from pydantic import BaseModel
 
 from reactchat import Agent, ScriptedModel
+from reactchat.engine.output import Output, OutputInvalid
 from reactchat.messages import ErrorEvent
 from reactchat.models.local import LocalModel
-from reactchat.engine.output import Output, OutputInvalid
 from server_support import make_app, running
 
 

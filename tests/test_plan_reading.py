@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 from reactchat.messages import PlanStep, ToolSpec
+from reactchat.orchestration.plan import (
+    PlanError,
+    describe_executors,
+    planner_request,
+    read_plan,
+    read_replan,
+    replanner_request,
+)
 from reactchat.protocols.packs import get_pack
-from reactchat.orchestration.plan import PlanError, describe_executors, planner_request, read_plan, read_replan, replanner_request
 
 EN = get_pack("en")
 AGENTS = {"researcher", "writer"}

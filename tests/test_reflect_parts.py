@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 
 from reactchat import ScriptedModel, tool
-from reactchat.protocols.packs import get_pack
 from reactchat.orchestration.reflexion import (
     Command,
     ReflectionMemory,
@@ -18,6 +17,7 @@ from reactchat.orchestration.reflexion import (
     lessons,
     reflection_request,
 )
+from reactchat.protocols.packs import get_pack
 from reactchat.store import resolve_store
 
 EN = get_pack("en")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from reactchat import Agent, ScriptedModel
-from reactchat.cli import main
+from reactchat.cli.main import main
 from reactchat.toolbox import calculator
 
 ACT = ' I need a 15% markup.\nAction: calculator\nAction Input: {"expression": "80.16 * 1.15"}'

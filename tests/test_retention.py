@@ -17,8 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from reactchat.messages import Event, UserEvent
 from reactchat.cli.retention import prune_sessions
+from reactchat.messages import Event, UserEvent
 from reactchat.store import Store, resolve_store
 from server_support import start_worker
 

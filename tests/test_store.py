@@ -26,7 +26,7 @@ from reactchat.messages import (
     Usage,
     UserEvent,
 )
-from reactchat.store import SessionNotFound, Store, append_and_unlock, lock_and_read, resolve_store
+from reactchat.store import SessionNotFound, Store, resolve_store
 
 
 def every_kind_of_event(session: str) -> list[Event]:
@@ -165,15 +165,15 @@ def text_of(event: Event) -> str:
     return event.text
 
 
-async def test_lock_and_read_takes_the_lock_then_reads(store_url: str) -> None:
-    """``lock_and_read``: the turn lock and what came after a known point, or None (nothing read)."""
+async def test_try_lock_read_takes_the_lock_then_reads(store_url: str) -> None:
+    """``try_lock_read``: the turn lock and what came after a known point, or None (nothing read)."""
     store = resolve_store(store_url)
     try:
         sessions = [await store.create_session() for _ in range(5)]
         for n, session in enumerate(sessions):
             await store.append(*(UserEvent(session=session, turn=1, step=i, text=f"{n}.{i}") for i in range(n)))
         # concurrent calls share a batch on PostgreSQL: each gets its own session's events
-        got = await asyncio.gather(*(lock_and_read(store, s, "a", 60, 1) for s in sessions))
+        got = await asyncio.gather(*(store.try_lock_read(s, "a", 60, 1) for s in sessions))
         assert [[text_of(e) for e in events or []] for events in got] == [
             [],
             [],
@@ -181,42 +181,42 @@ async def test_lock_and_read_takes_the_lock_then_reads(store_url: str) -> None:
             ["3.1", "3.2"],
             ["4.1", "4.2", "4.3"],
         ]
-        assert await lock_and_read(store, sessions[4], "b", 60, 0) is None  # held by a
+        assert await store.try_lock_read(sessions[4], "b", 60, 0) is None  # held by a
         await store.unlock(sessions[4], "a")
-        assert [e.seq for e in await lock_and_read(store, sessions[4], "b", 60, 0) or []] == [1, 2, 3, 4]
-        assert await lock_and_read(store, sessions[3], "b", 60, None) is None
+        assert [e.seq for e in await store.try_lock_read(sessions[4], "b", 60, 0) or []] == [1, 2, 3, 4]
+        assert await store.try_lock_read(sessions[3], "b", 60, None) is None
         await store.unlock(sessions[3], "a")
-        assert await lock_and_read(store, sessions[3], "b", 60, None) == []  # locked, nothing read
+        assert await store.try_lock_read(sessions[3], "b", 60, None) == []  # locked, nothing read
         with pytest.raises(SessionNotFound):
-            await lock_and_read(store, "missing", "c", 60, 0)
+            await store.try_lock_read("missing", "c", 60, 0)
         assert await store.try_lock("missing", "d", 60)  # the lock was given back
     finally:
         await store.close()
 
 
-async def test_lock_and_read_appends_the_first_event_only_if_nothing_came_since(store_url: str) -> None:
-    """``lock_and_read(..., then)``: the turn's first event is appended with the lock when the read
+async def test_try_lock_read_appends_the_first_event_only_if_nothing_came_since(store_url: str) -> None:
+    """``try_lock_read(..., then)``: the turn's first event is appended with the lock when the read
     finds nothing after ``since`` (the session as its caller saw it); otherwise nothing is."""
     store = resolve_store(store_url)
     other = store if store_url == "memory:" else resolve_store(store_url)
     try:
         session = await store.create_session()
         first = UserEvent(session=session, turn=1, text="first")
-        assert await lock_and_read(store, session, "a", 60, 0, (first,)) == []
+        assert await store.try_lock_read(session, "a", 60, 0, (first,)) == []
         assert first.seq == 1
         assert [text_of(e) for e in await other.events(session)] == ["first"]
-        assert await lock_and_read(store, session, "b", 60, 1, (UserEvent(session=session, turn=2, text="b"),)) is None
+        assert await store.try_lock_read(session, "b", 60, 1, (UserEvent(session=session, turn=2, text="b"),)) is None
         await store.unlock(session, "a")
         late = UserEvent(session=session, turn=2, text="late")
-        newer = await lock_and_read(store, session, "b", 60, 0, (late,))  # saw nothing: first came since
+        newer = await store.try_lock_read(session, "b", 60, 0, (late,))  # saw nothing: first came since
         assert [text_of(e) for e in newer or []] == ["first"]
         assert [text_of(e) for e in await other.events(session)] == ["first"]  # late not appended
         await store.unlock(session, "b")
         fresh = await store.create_session()
-        assert await lock_and_read(store, fresh, "c", 60, None, (UserEvent(session=fresh, turn=1, text="new"),)) == []
+        assert await store.try_lock_read(fresh, "c", 60, None, (UserEvent(session=fresh, turn=1, text="new"),)) == []
         assert [text_of(e) for e in await other.events(fresh)] == ["new"]
         with pytest.raises(SessionNotFound):
-            await lock_and_read(store, "missing", "d", 60, None, (UserEvent(session="missing", turn=1, text="x"),))
+            await store.try_lock_read("missing", "d", 60, None, (UserEvent(session="missing", turn=1, text="x"),))
         assert await other.try_lock("missing", "e", 60)  # the lock was given back (or never taken)
     finally:
         await store.close()
@@ -224,24 +224,24 @@ async def test_lock_and_read_appends_the_first_event_only_if_nothing_came_since(
             await other.close()
 
 
-async def test_append_and_unlock_ends_a_turn_with_its_last_events(store_url: str) -> None:
-    """``append_and_unlock``: the events durable and the turn lock gone, if the caller held it;
+async def test_append_unlock_ends_a_turn_with_its_last_events(store_url: str) -> None:
+    """``append_unlock``: the events durable and the turn lock gone, if the caller held it;
     if the append fails, the lock stays."""
     store = resolve_store(store_url)
     other = store if store_url == "memory:" else resolve_store(store_url)
     try:
         session = await store.create_session()
         assert await store.try_lock(session, "a", 60)
-        await append_and_unlock(store, "b", UserEvent(session=session, turn=1, text="from b"))
+        await store.append_unlock("b", UserEvent(session=session, turn=1, text="from b"))
         assert not await other.try_lock(session, "b", 60)  # not b's to release
         answer = AnswerEvent(session=session, turn=1, step=1, text="done")
-        await append_and_unlock(store, "a", UserEvent(session=session, turn=1, step=1, text="last"), answer)
+        await store.append_unlock("a", UserEvent(session=session, turn=1, step=1, text="last"), answer)
         assert answer.seq == 3
         assert [e.seq for e in await other.events(session)] == [1, 2, 3]
         assert await other.try_lock(session, "b", 60)
         assert await store.try_lock("missing", "c", 60)
         with pytest.raises(SessionNotFound):
-            await append_and_unlock(store, "c", UserEvent(session="missing", turn=1, text="lost"))
+            await store.append_unlock("c", UserEvent(session="missing", turn=1, text="lost"))
         assert not await other.try_lock("missing", "d", 60)  # still c's
     finally:
         await store.close()
@@ -267,16 +267,16 @@ async def test_a_lock_whose_read_fails_is_given_back(postgres_url: str, monkeypa
         with monkeypatch.context() as patch:
             patch.setattr(postgres, "_found", broken)
             with pytest.raises(RuntimeError, match="the read failed"):
-                await lock_and_read(one, session, "a", 60, 0)
+                await one.try_lock_read(session, "a", 60, 0)
         with monkeypatch.context() as patch:
             patch.setattr(postgres, "_READ_ONE", "SELECT 1, %s::int / 0, %s::text")
             with pytest.raises(psycopg.errors.DivisionByZero):
-                await lock_and_read(one, session, "a", 60, 0)
+                await one.try_lock_read(session, "a", 60, 0)
         with psycopg.connect(postgres_url, autocommit=True) as db:
             assert db.execute("SELECT count(*) FROM running_turns").fetchone() == (0,)
         assert await two.try_lock(session, "b", 60)
         await two.unlock(session, "b")
-        assert await lock_and_read(one, session, "a", 60, 0) == []
+        assert await one.try_lock_read(session, "a", 60, 0) == []
     finally:
         await one.close()
         await two.close()
@@ -288,7 +288,7 @@ async def test_a_lock_read_sees_everything_the_last_holder_wrote(durable_url: st
     one, two = resolve_store(durable_url), resolve_store(durable_url)
 
     async def lock_soon(since: int) -> list[Event]:
-        while (got := await lock_and_read(two, session, "two", 60, since)) is None:
+        while (got := await two.try_lock_read(session, "two", 60, since)) is None:
             await asyncio.sleep(0)
         return got
 

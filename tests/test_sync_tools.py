@@ -12,8 +12,8 @@ import warnings
 
 from loop_watch import loop_gaps
 from reactchat import Agent, ScriptedModel, tool
-from reactchat.engine.threads import ToolThreads
 from reactchat.tools import ToolTimeout
+from reactchat.tools.threads import ToolThreads
 
 
 def act(tool_name: str, value: dict[str, object]) -> str:

@@ -220,7 +220,7 @@ def no_tools_from_env(monkeypatch: pytest.MonkeyPatch) -> None:
 def test_the_command_offers_fetch_url_except_to_the_embedded_models(
     model: str, tools: str | None, offered: bool
 ) -> None:
-    from reactchat.cli import command_tools
+    from reactchat.cli.main import command_tools
     from reactchat.toolbox import calculator, fetch_url
 
     found, reads_links = command_tools(model, tools)

@@ -14,9 +14,9 @@ from reactchat import Agent, RunContext, ScriptedModel, tool
 from reactchat.messages import SystemMessage
 from reactchat.protocols.packs import get_pack
 from reactchat.protocols.react import _instructions, _ToolSet
-from reactchat.engine.threads import ToolThreads
 from reactchat.toolbox import CalculatorError, calculator, evaluate
 from reactchat.tools import Tool, ToolInputError, ToolTimeout
+from reactchat.tools.threads import ToolThreads
 
 
 @tool

@@ -17,7 +17,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 
-from reactchat import Agent, ScriptedModel, tool, tracing
+from reactchat import Agent, ScriptedModel, tool
+from reactchat.engine import tracing
 from reactchat.toolbox import calculator
 
 ACT = ' I need a 15% markup.\nAction: calculator\nAction Input: {"expression": "80.16 * 1.15"}'

@@ -13,10 +13,10 @@ from genai_prices import calc_price
 
 from fixtures.replay_server import Canned, ReplayServer, openai_stream, openai_usage
 from reactchat import Agent, ScriptedModel, calculator
-from reactchat.messages import Usage
-from reactchat.models.openai import OpenAIModel
 from reactchat.cli.report import SessionSummary
 from reactchat.engine.usage import cost, total
+from reactchat.messages import Usage
+from reactchat.models.openai import OpenAIModel
 
 ACT = ' I need a 15% markup.\nAction: calculator\nAction Input: {"expression": "80.16 * 1.15"}'
 FINAL = " I know it.\nFinal Answer: 92.184"

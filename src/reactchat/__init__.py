@@ -55,7 +55,7 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent
-    from reactchat.protocols.base import FormatError
+    from reactchat.engine.session import RunResult, SessionState, Step
     from reactchat.errors import (
         AlreadyAnswered,
         ConfigError,
@@ -65,9 +65,9 @@ if TYPE_CHECKING:
         SessionNotFound,
     )
     from reactchat.models import ContextTooLong, Model, ModelError, ScriptedModel, resolve_model
-    from reactchat.protocols.react import Action, FinalAnswer
     from reactchat.orchestration.reflexion import Reflexion
-    from reactchat.engine.session import RunResult, SessionState, Step
+    from reactchat.protocols.base import FormatError
+    from reactchat.protocols.react import Action, FinalAnswer
     from reactchat.store import Store, resolve_store
     from reactchat.toolbox import ask_user, calculator
     from reactchat.tools import PauseForUser, RunContext, Tool, tool

@@ -14,74 +14,29 @@ import asyncio
 import atexit
 import contextlib
 import threading
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from typing import Any, Literal
 
+from reactchat.engine import build
 from reactchat.engine.approval import Policy
-from reactchat.protocols.base import Transcript
-from reactchat.errors import AlreadyAnswered, ConfigError, InsideEventLoop, SessionBusy, SessionNotFound
 from reactchat.engine.guards import DEFAULT_MAX_OBSERVATION
-from reactchat.messages import AnswerEvent, Event, ToolSpec
-from reactchat.models import Model, resolve_model
 from reactchat.engine.output import DEFAULT_RETRIES, Output, as_output
-from reactchat.protocols.packs import PromptPack, get_pack
 from reactchat.engine.run import Run
 from reactchat.engine.session import RunResult, SessionState
+from reactchat.engine.spec import Hooks, SessionTools, TurnEnd
+from reactchat.errors import AlreadyAnswered, ConfigError, InsideEventLoop, SessionBusy, SessionNotFound
+from reactchat.messages import Event, ToolSpec
+from reactchat.models import Model, resolve_model
+from reactchat.models._http import close_clients
+from reactchat.orchestration.nested import SubAgent
+from reactchat.orchestration.reflexion import Reflexion
+from reactchat.orchestration.runners import runner
+from reactchat.protocols.base import Transcript
+from reactchat.protocols.packs import PromptPack, get_pack
 from reactchat.store import Store, resolve_store
-from reactchat.engine.threads import DEFAULT_TOOL_THREADS, ToolThreads
+from reactchat.toolbox import ask_user as ask_user_tool
 from reactchat.tools import Tool, Toolset, as_tool
-
-if TYPE_CHECKING:
-    from reactchat.engine.loop import Loop
-    from reactchat.orchestration.reflexion import Reflexion
-    from reactchat.engine.run import Runner
-    from reactchat.orchestration.nested import SubAgent
-
-#: how one run of an agent runs: a Reflexion loop of trials, a plan, or plain ReAct
-Mode = Literal["reflect", "plan", "react"]
-
-#: session_tools(session, store): tools added for one session at the start of each turn
-SessionTools = Callable[[str, Store], Awaitable[Sequence[Tool]]]
-#: on_turn_end(session, store, status): status is the final answer's (``done``, ``stopped``...)
-TurnEnd = Callable[[str, Store, str], Awaitable[None]]
-#: new_message(session, store, text): a message that starts a new turn, before the turn runs
-NewMessage = Callable[[str, Store, str], Awaitable[None]]
-
-
-@dataclass
-class Hooks:
-    """What other components plug into an agent's turns (``reactchat.knowledge.attach`` does).
-
-    ``session_tools`` add tools per session at the start of each turn; ``turn_end`` run
-    once a turn has its final answer, before the answer is yielded (the answer's store
-    transaction may have released the turn's lock already). A turn paused on a
-    question is not over: it ends once, when it answers. ``new_message`` hooks see a
-    message that starts a new turn before the turn's tools are chosen (links in it are
-    read this way: ``reactchat.toolbox.read_links_in_messages``).
-    """
-
-    store: Callable[[], Store]
-    session_tools: list[SessionTools] = field(default_factory=list)
-    turn_end: list[TurnEnd] = field(default_factory=list)
-    new_message: list[NewMessage] = field(default_factory=list)
-
-    async def message_arrived(self, session: str, text: str) -> None:
-        """Run the ``new_message`` hooks for a message that starts a turn."""
-        for hook in self.new_message:
-            await hook(session, self.store(), text)
-
-    async def tools_for(self, session: str, store: Store) -> list[Tool]:
-        """The tools every ``session_tools`` hook adds for ``session``."""
-        tools: list[Tool] = []
-        for hook in self.session_tools:
-            tools.extend(await hook(session, store))
-        return tools
-
-    async def turn_ended(self, session: str, answer: AnswerEvent) -> None:
-        """Run the ``turn_end`` hooks for a turn whose ``answer`` is durable."""
-        for hook in self.turn_end:
-            await hook(session, self.store(), answer.status)
+from reactchat.tools.threads import DEFAULT_TOOL_THREADS, ToolThreads
 
 
 class Agent:
@@ -158,16 +113,16 @@ class Agent:
         given = list(tools)
         #: sources of tools listed at each turn (MCP servers)
         self.toolsets = [t for t in given if isinstance(t, Toolset)]
-        self.tools = [as_tool(t) for t in given if not isinstance(t, Toolset)]
+        self.tools: list[Tool] = [
+            t.as_tool() if isinstance(t, Agent) else as_tool(t) for t in given if not isinstance(t, Toolset)
+        ]
         if ask_user and not any(t.name == "ask_user" for t in self.tools):
-            from reactchat.toolbox import ask_user as ask_user_tool
-
             self.tools.append(ask_user_tool)
         names = [t.name for t in self.tools]
         if len(set(names)) != len(names):
             twice = sorted({n for n in names if names.count(n) > 1})
             raise ConfigError(f"two tools share a name: {twice}; give one of them another name (@tool(name=...))")
-        self.protocol = protocol
+        self.protocol: Literal["react", "native"] = protocol
         self.max_steps = max_steps
         self.pack = get_pack(language)
         self.system = system
@@ -228,49 +183,12 @@ class Agent:
     ) -> Transcript:
         """A new transcript of this agent's protocol for one run (``system`` replaces the agent's;
         a typed answer's schema is added to it)."""
-        system = system if system is not None else self.system
-        output = output or self.output
-        typed = output.instructions() if output is not None else None
-        if self.protocol == "native":
-            from reactchat.protocols.native import SYSTEM, NativeTranscript
-
-            native = "\n\n".join(filter(None, [system or SYSTEM, typed]))
-            return NativeTranscript(self.pack, tools, history, question, native)
-        from reactchat.protocols.react import ReactTranscript
-
-        few_shot = self.few_shot if self.few_shot is not None else getattr(self.model, "few_shot", False)
-        instructions = "\n\n".join(filter(None, [system, typed])) or None
-        return ReactTranscript(self.pack, tools, history, question, instructions, few_shot)
+        return build.transcript(self, tools, history, question, system, output)
 
     def as_tool(self, *, memory: bool = False) -> SubAgent:
         """This agent as another agent's tool (a sub-agent): input ``{"task": ...}``, its final
         answer the observation. ``memory``: it sees its earlier tasks and answers of the session."""
-        from reactchat.orchestration.nested import SubAgent
-
         return SubAgent(self, memory=memory)
-
-    @property
-    def inner_mode(self) -> Mode:
-        """How one of its trials runs under Reflexion: planned or plain ReAct."""
-        return "plan" if self.plan else "react"
-
-    def runner(
-        self, loop: Loop, question: str, history: list[tuple[str, str]], events: list[Event], mode: Mode | None = None
-    ) -> Runner:
-        """What runs one run of this agent over ``loop`` (its stored ``events`` replayed):
-        the ReAct loop itself, or the Reflexion or plan-and-execute loop around it
-        (``mode`` overrides the agent's own: a plan step's executor is plain ReAct)."""
-        mode = mode or ("reflect" if self.reflect else self.inner_mode)
-        if mode == "reflect" and self.reflect is not None:
-            from reactchat.orchestration.trials import TrialLoop
-
-            return TrialLoop(self, loop, question, self.reflect)
-        if mode == "plan":
-            from reactchat.orchestration.plan_loop import PlanLoop
-
-            return PlanLoop(self, loop, question, history)
-        loop.replay(events)
-        return loop
 
     # ------------------------------------------------------------------ running
 
@@ -337,7 +255,7 @@ class Agent:
         ``output_type`` types this turn's final answer (instead of the agent's own);
         ``on_delta(text)`` sees a streaming model's text as it comes (no ``DeltaEvent``s)."""
         output = as_output(output_type, self.output.retries if self.output else DEFAULT_RETRIES)
-        return Run(self, message, session, reply_to=reply_to, deltas=deltas, output=output, on_delta=on_delta)
+        return Run(self, runner, message, session, reply_to=reply_to, deltas=deltas, output=output, on_delta=on_delta)
 
     async def state(self, session: str) -> SessionState:
         """The session's turns, from its stored events."""
@@ -393,8 +311,6 @@ async def _end_of_call() -> None:
     """What ``asyncio.run`` did at the end of each call, minus closing the loop: cancel the
     tasks the call left behind (an MCP server's connection) and close the HTTP clients it
     opened, so that nothing of a finished call stays open in an idle loop."""
-    from reactchat.models._http import close_clients
-
     this = asyncio.current_task()
     left = [task for task in asyncio.all_tasks() if task is not this]
     if left:  # usually none: a gather of nothing still costs a future

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar, TextIO
 
+from reactchat.cli.retention import days
 from reactchat.cli.tool_refs import close_tools
 from reactchat.errors import ReactchatError
 from reactchat.messages import (
@@ -33,7 +34,6 @@ from reactchat.messages import (
     TrialEvent,
     UserEvent,
 )
-from reactchat.cli.retention import days
 from reactchat.store import default_db, store_url
 
 EXIT_WAITING = 3
@@ -358,8 +358,8 @@ async def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 async def _prune(args: argparse.Namespace, out: TextIO) -> int:
     """``reactchat sessions --prune``: delete sessions idle for more than ``--older-than`` days."""
-    from reactchat.knowledge import KnowledgeBase
     from reactchat.cli.retention import prune_sessions
+    from reactchat.knowledge import KnowledgeBase
     from reactchat.store import resolve_store
 
     store = resolve_store(store_url(args.db))

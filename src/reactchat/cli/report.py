@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from reactchat.engine.session import SessionState, Turn, plan_of
+from reactchat.engine.usage import UsageTotal, total
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
@@ -21,10 +23,7 @@ from reactchat.messages import (
     ThoughtEvent,
     UserEvent,
 )
-from reactchat.orchestration.plan_loop import plan_of
-from reactchat.engine.session import SessionState, Turn
 from reactchat.store import SessionNotFound, Store
-from reactchat.engine.usage import UsageTotal, total
 
 
 @dataclass

@@ -5,24 +5,27 @@
 
 Every event is appended to the store before the next thing happens, so a run can be
 resumed from its last durable event by any process (``replay`` rebuilds the
-``Transcript`` and the guards). Errors the model can fix become observations; errors
-the operator must fix raise. ``call_model`` is the one place a model is called and
-``execute`` the one place a tool runs.
+``Transcript`` and the guards: ``reactchat.engine.recovery``). Errors the model can fix
+become observations; errors the operator must fix raise. ``call_model`` is the one place
+a model is called; the tool calls are ``reactchat.engine.calls``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from reactchat.engine import approval
 from reactchat.engine.approval import Policy
-from reactchat.protocols.base import Call, FormatError, ToolResult, Transcript
-from reactchat.engine.guards import RepeatGuard, truncate, unknown_tool
+from reactchat.engine.guards import RepeatGuard
+from reactchat.engine.output import Output, OutputInvalid
+from reactchat.engine.recovery import Recovery
+from reactchat.engine.session import Pending
+from reactchat.engine.spec import AgentSpec, Mode
+from reactchat.engine.tracing import NO_TRACE, TurnTrace, start_turn
+from reactchat.engine.usage import measured
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
@@ -37,32 +40,48 @@ from reactchat.messages import (
     UserEvent,
 )
 from reactchat.models import ContextTooLong, Model, ModelError
-from reactchat.engine.output import Output, OutputInvalid
-from reactchat.engine.session import Pending
-from reactchat.store import Store, append_and_unlock
-from reactchat.engine.threads import ToolThreads
-from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
-from reactchat.engine.tracing import NO_TRACE, TurnTrace, start_turn
-from reactchat.engine.usage import measured
-
-#: the observation of a call a crash cut off (the event says so in ``interrupted``)
-INTERRUPTED = (
-    "This call was interrupted before it returned (the process running it stopped), so its "
-    "effect is unknown and it was not run again. Check before relying on it."
-)
-#: a call that passed its guards: the tool, its validated arguments, its repeat-guard key
-Admitted = tuple[Tool, dict[str, Any], tuple[str, str]]
-ONE_QUESTION = "Ask one question at a time; ask this one after the answer."
-
+from reactchat.protocols.base import Call, FormatError, ToolResult, Transcript
+from reactchat.store import Store
+from reactchat.tools import Tool
+from reactchat.tools.threads import ToolThreads
 
 #: the message of a cancellation that stops a run because its process shuts down
 #: (``task.cancel(SHUTDOWN)``): the turn is left interrupted, not recorded as cancelled
 SHUTDOWN = "reactchat: shutting down"
 
 
+class Runner(Protocol):
+    """What runs one run: the ReAct ``Loop``, or a plan-and-execute or Reflexion loop around it."""
+
+    def start(self, message: str) -> AsyncIterator[Event]:
+        """Run a new turn for ``message``."""
+        ...
+
+    def recover(self, events: list[Event]) -> AsyncIterator[Event]:
+        """Go on from this run's stored ``events``."""
+        ...
+
+
+class Runners(Protocol):
+    """Picks what runs one run of an agent over its loop (``reactchat.orchestration.runners``)."""
+
+    def __call__(
+        self,
+        agent: AgentSpec,
+        loop: Loop,
+        question: str,
+        history: list[tuple[str, str]],
+        events: list[Event],
+        mode: Mode | None = None,
+    ) -> Runner:
+        """The runner of ``agent``'s run over ``loop`` (``mode`` overrides the agent's own)."""
+        ...
+
+
 @dataclass
-class Loop:
-    """The ReAct loop of one run: one agent, in one turn of one session.
+class Loop(Recovery):
+    """The ReAct loop of one run: one agent, in one turn of one session, made whole by
+    ``reactchat.engine.build.make_loop``.
 
     A turn's top-level run has ``run=""``; a run started by a tool call of another run
     (a sub-agent) has its own ``run`` id and ``agent`` path, and its events go to the
@@ -79,6 +98,8 @@ class Loop:
     max_observation: int
     context_chars: int
     repeats: RepeatGuard
+    #: what runs the nested runs this one starts (a sub-agent's, a plan step's)
+    runners: Runners
     agent: str = ""
     run: str = ""
     deps: Any = None
@@ -89,24 +110,24 @@ class Loop:
     on_delta: Callable[[str], Any] | None = None
     #: ``Agent(approval=...)``: policy(tool name, arguments) -> whether a human approves the call first
     approval: Policy | None = None
-    step: int = 0
-    #: the OpenTelemetry span of this run (``tracing.NO_TRACE`` when not traced)
-    trace: TurnTrace = NO_TRACE
-    #: traceparents of earlier runs of this turn that paused on a question (for span links)
-    resumes: list[str] = field(default_factory=list)
     #: the turn's events when this loop was made, every run's (nested runs continue from theirs)
     stored: list[Event] = field(default_factory=list)
     #: how many levels of nested runs (sub-agents, plan steps, trials) may sit below the top
     max_depth: int = 3
-    #: what the final answer must be (``Agent(output_type=...)``), and corrections sent so far
+    #: what the final answer must be (``Agent(output_type=...)``)
     output: Output | None = None
-    output_corrections: int = 0
     #: the user's message that opened the turn (tools see it as ``RunContext.message``)
     message: str = ""
-    #: the owner of the turn's lock when this run's final answer ends the turn (``Run`` sets it):
-    #: the lock then ends in the answer's own store transaction, and ``released`` says it did
+    #: the owner of the turn's lock when this run's final answer ends the turn: the lock
+    #: then ends in the answer's own store transaction (``conclude``)
     release: str | None = None
-    released: bool = False
+    step: int = field(default=0, init=False)
+    #: the OpenTelemetry span of this run (``tracing.NO_TRACE`` when not traced)
+    trace: TurnTrace = field(default=NO_TRACE, init=False)
+    #: traceparents of earlier runs of this turn that paused on a question (for span links)
+    resumes: list[str] = field(default_factory=list, init=False)
+    #: corrections of a typed answer sent so far
+    output_corrections: int = field(default=0, init=False)
 
     # ------------------------------------------------------------------ ways in
 
@@ -294,8 +315,7 @@ class Loop:
         The thought is recorded with the first action (one store transaction fewer per
         step); every action is durable before its tool runs.
         """
-        question: QuestionEvent | None = None
-        waiting = False
+        asked = False  # a question of this step's, at any depth: the run waits
         direct: str | None = None
         pending: tuple[Event, ...] = (thought,)
         if not calls:
@@ -305,160 +325,20 @@ class Loop:
             for event in await self.record(*pending, action):
                 yield event
             pending = ()
-            started = time.perf_counter()
-            result: ToolResult | None = None
-            tool = self.tools.get(call.tool)
-            try:
-                if tool is None or not tool.streams:
-                    # a plain tool (or a call its guards refuse): awaited, no generator in between
-                    result = await self.execute(call)
-                else:
-                    async for item in self.run_call(call):
-                        if isinstance(item, ToolResult):
-                            result = item
-                        else:
-                            yield item
-            except PauseForUser as pause:
-                if question is None and not waiting:
-                    question = QuestionEvent(
-                        call_id=call.call_id, question=pause.question, kind=pause.kind, trace=self.trace.traceparent
-                    )
-                    yield await self.emit(question)
-                    continue  # the observation is the user's answer, recorded on resume
-                result = ToolResult(ONE_QUESTION, is_error=True)
-            if result is None:
-                waiting = True  # the nested run it started waits for the user: so does this one
+            observed: ObservationEvent | None = None
+            async for event in self.complete(call, may_ask=not asked):
+                if isinstance(event, ObservationEvent) and event.run == self.run and event.call_id == call.call_id:
+                    observed = event
+                yield event
+            if observed is None:
+                asked = True  # it asked, or the nested run it started waits for the user
                 continue
-            yield await self.observe(call, result, time.perf_counter() - started)
-            if tool is not None and tool.return_direct and not result.is_error and direct is None:
-                direct = result.text
-        if question is None and not waiting and direct is not None:
+            tool = self.tools.get(call.tool)
+            if tool is not None and tool.return_direct and not observed.is_error and direct is None:
+                direct = observed.text
+        if not asked and direct is not None:
             # "intent recognition + direct tool output": no summarising model call
             yield await self.conclude(AnswerEvent(text=direct, thought=thought.text))
-
-    def question(self, call: Call, text: str) -> QuestionEvent:
-        """The question ``call`` asks the user (linked to this run's span for its resumption)."""
-        return QuestionEvent(call_id=call.call_id, question=text, trace=self.trace.traceparent)
-
-    async def observe(self, call: Call, result: ToolResult, seconds: float = 0.0, interrupted: bool = False) -> Event:
-        """Record an observation and show it to the model."""
-        self.transcript.add_observation(call.call_id, result.text, result.is_error)
-        return await self.emit(
-            ObservationEvent.built(
-                call_id=call.call_id,
-                tool=call.tool,
-                text=result.text,
-                is_error=result.is_error,
-                truncated=result.cut,
-                interrupted=interrupted,
-                seconds=seconds,
-            )
-        )
-
-    def needs_approval(self, tool: Tool, arguments: dict[str, Any]) -> bool:
-        """Whether a human must approve this call before it runs (the tool's or the agent's rule)."""
-        rule = tool.approval
-        if rule is True or (callable(rule) and rule(arguments)):
-            return True
-        return self.approval is not None and self.approval(tool.name, arguments)
-
-    async def decide(self, call: Call, reply: str) -> ToolResult:
-        """Run, run with edited arguments, or refuse a call that waited for approval."""
-        verdict = approval.decide(reply, call.input)
-        if not verdict.approved:
-            return ToolResult(approval.refusal(verdict))
-        try:
-            result = await self.execute(Call(call.call_id, call.tool, verdict.arguments), approved=True)
-        except PauseForUser:
-            result = ToolResult(ONE_QUESTION, is_error=True)
-        if verdict.edited:
-            result = ToolResult(approval.edited_note(verdict.arguments) + result.text, result.is_error, result.cut)
-        return result
-
-    async def run_call(self, call: Call) -> AsyncIterator[Event | ToolResult]:
-        """Run one call: its ``ToolResult``, after the events of the run it starts when the tool
-        runs another agent (a sub-agent: ``Tool.streams``). No result: that run waits for the user."""
-        admitted = self.admit(call)
-        if isinstance(admitted, ToolResult):
-            yield admitted
-            return
-        tool, arguments, key = admitted
-        if not tool.streams:
-            yield await self.execute(call, admitted)
-            return
-        async for item in tool.stream(call, self, arguments):
-            if isinstance(item, ToolResult):
-                self.repeats.remember(key, item.text)
-            yield item
-
-    def admit(self, call: Call) -> Admitted | ToolResult:
-        """The tool, the validated arguments and the repeat key of a call, or why it does not run.
-
-        An identical call made earlier in the run is not run again, whether it worked or
-        failed: a model that calls a broken tool over and over (the hallucination spiral)
-        is told the earlier result instead.
-        """
-        name, value = call.tool, call.input
-        tool = self.tools.get(name)
-        try:
-            if tool is None:
-                raise ToolInputError(unknown_tool(name, list(self.tools)))
-            arguments = tool.validate(value)
-        except ToolInputError as error:
-            key = self.repeats.key(name, value)
-            previous = self.repeats.previous(key)
-            if previous is not None:
-                return ToolResult(self.repeats.refuse(name, previous), is_error=True)
-            self.repeats.remember(key, str(error))
-            return ToolResult(str(error), is_error=True)
-        key = self.repeats.key(name, arguments)
-        previous = None if tool.volatile else self.repeats.previous(key)
-        if previous is not None:
-            return ToolResult(self.repeats.refuse(name, previous), is_error=True)
-        return tool, arguments, key
-
-    async def execute(self, call: Call, admitted: Admitted | None = None, approved: bool = False) -> ToolResult:
-        """Run one call of a plain tool (raises ``PauseForUser``, also to ask a human to approve
-        the call unless ``approved``); see ``admit`` for the guards (``admitted``: what
-        ``admit`` already said about this call)."""
-        checked = admitted or self.admit(call)
-        if isinstance(checked, ToolResult):
-            return checked
-        tool, arguments, key = checked
-        name = call.tool
-        if not approved and self.needs_approval(tool, arguments):
-            raise PauseForUser(approval.question(name, arguments), kind="approval")
-        context = self.context(call.call_id) if tool.context_params else None
-        with self.trace.tool(name, call.call_id, arguments) as span:
-            try:
-                output = observation_text(await tool.run(arguments, context, self.threads))
-                is_error = False
-            except PauseForUser:
-                raise
-            except ToolTimeout as error:
-                span.failed(error)
-                output, is_error = f"Error: {error}. Try a simpler request or another tool.", True
-            except Exception as error:  # a tool's failure is the model's problem to route around
-                span.failed(error)
-                output, is_error = f"Error: {name} raised {type(error).__name__}: {error}", True
-            text, cut = truncate(output, tool.max_chars or self.max_observation)
-            span.result(text)
-        self.repeats.remember(key, text)
-        return ToolResult(text, is_error, cut)
-
-    def context(self, call_id: str) -> RunContext:
-        """What a tool that asks for it (a ``RunContext`` parameter) is told about call ``call_id``."""
-        return RunContext(
-            self.session,
-            self.turn,
-            call_id,
-            self.store,
-            self.deps,
-            self.services,
-            self.agent,
-            self.run,
-            message=self.message,
-        )
 
     # ------------------------------------------------------------------ the context budget
 
@@ -504,126 +384,13 @@ class Loop:
 
     # ------------------------------------------------------------------ events
 
-    async def emit(self, event: Event) -> Event:
-        """Stamp an event with its place in the session and make it durable."""
-        return (await self.record(event))[0]
-
     async def conclude(self, answer: AnswerEvent) -> Event:
         """Record this run's final answer; with ``release``, the turn's lock ends in the same
         store transaction (one commit fewer per turn)."""
         if self.release is None:
             return await self.emit(answer)
-        answer.__dict__.update(session=self.session, turn=self.turn, step=self.step, agent=self.agent, run=self.run)
-        await append_and_unlock(self.store, self.release, answer)
-        self.released = True
+        await self.store.append_unlock(self.release, self.place(answer))
         return answer
 
-    async def record(self, *events: Event) -> tuple[Event, ...]:
-        """Stamp events and make them durable together (one store transaction)."""
-        for event in events:
-            # plain dict update: pydantic's __setattr__ is a measurable part of a step's cost
-            event.__dict__.update(session=self.session, turn=self.turn, step=self.step, agent=self.agent, run=self.run)
-        await self.store.append(*events)
-        return events
 
-    # ------------------------------------------------------------------ after a crash
-
-    def replay(self, events: list[Event]) -> None:
-        """Rebuild the transcript and the guards from this run's stored events."""
-        actions: dict[int, list[ActionEvent]] = {}
-        for event in events:
-            if isinstance(event, ActionEvent):
-                actions.setdefault(event.step, []).append(event)
-        for event in events:
-            self.step = max(self.step, event.step)
-            if isinstance(event, QuestionEvent) and event.trace:
-                self.resumes.append(event.trace)
-            if isinstance(event, ThoughtEvent) and event.step in actions:
-                calls = [Call(a.call_id, a.tool, a.input) for a in actions[event.step]]
-                self.transcript.add_step(event.raw, event.text, calls)
-            elif isinstance(event, ErrorEvent) and event.correction:
-                self.transcript.add_correction(event.raw, event.message)
-                self.output_corrections += event.kind == "output"
-            elif isinstance(event, ObservationEvent):
-                self.transcript.add_observation(event.call_id, event.text, event.is_error)
-                action = next((a for a in actions.get(event.step, []) if a.call_id == event.call_id), None)
-                if action is not None and not event.interrupted:
-                    self._remember(action, event)
-
-    def _remember(self, action: ActionEvent, observation: ObservationEvent) -> None:
-        """Count a replayed call for the repeat guard (a refused repeat counts as one)."""
-        tool = self.tools.get(action.tool)
-        if tool is not None and tool.volatile:
-            return
-        arguments = action.input
-        if tool is not None:
-            with contextlib.suppress(ToolInputError):
-                arguments = tool.validate(action.input)
-        key = self.repeats.key(action.tool, arguments)
-        if self.repeats.previous(key) is None:
-            self.repeats.remember(key, observation.text)
-        else:
-            self.repeats.repeats += 1
-
-    async def finish_interrupted(self, events: list[Event]) -> AsyncIterator[Event]:
-        """After a crash: give every call that started but never returned its observation.
-
-        Idempotent tools run again; any other call is reported to the model as
-        interrupted (``ObservationEvent.interrupted``), never silently re-run.
-        """
-        answered = {e.call_id for e in events if isinstance(e, ObservationEvent)}
-        asked = {e.call_id: e.kind for e in events if isinstance(e, QuestionEvent)}
-        replies = _unrecorded_replies(events, answered)
-        for event in events:
-            if not isinstance(event, ActionEvent):
-                continue
-            call = Call(event.call_id, event.tool, event.input)
-            if call.call_id in replies and asked[call.call_id] == "approval":
-                # the decision is durable, the call's effect is not known: decide again, but
-                # run it only if it is safe to run twice
-                self.step = max(self.step, event.step)
-                tool = self.tools.get(call.tool)
-                verdict = approval.decide(replies[call.call_id], call.input)
-                if verdict.approved and (tool is None or not tool.idempotent):
-                    yield await self.observe(call, ToolResult(INTERRUPTED, is_error=True), interrupted=True)
-                else:
-                    yield await self.observe(call, await self.decide(call, replies[call.call_id]))
-            elif call.call_id in replies:
-                # the user's answer is durable; only its observation was lost
-                self.step = max(self.step, event.step)
-                yield await self.observe(call, ToolResult(replies[call.call_id]))
-            elif call.call_id not in answered | asked.keys():
-                self.step = event.step
-                tool = self.tools.get(call.tool)
-                if tool is None or not tool.idempotent:
-                    yield await self.observe(call, ToolResult(INTERRUPTED, is_error=True), interrupted=True)
-                    continue
-                # an idempotent tool runs again; a sub-agent continues its nested run where it was
-                result: ToolResult | None = None
-                try:
-                    async for item in self.run_call(call):
-                        if isinstance(item, ToolResult):
-                            result = item
-                        else:
-                            yield item
-                except PauseForUser as pause:
-                    # the question was never stored, so never seen: ask it now; the run waits
-                    question = QuestionEvent(
-                        call_id=call.call_id, question=pause.question, kind=pause.kind, trace=self.trace.traceparent
-                    )
-                    yield await self.emit(question)
-                    continue
-                if result is not None:
-                    yield await self.observe(call, result)
-
-
-def _unrecorded_replies(events: list[Event], answered: set[str]) -> dict[str, str]:
-    """Answers to questions whose observation was never recorded (call id → text)."""
-    replies: dict[str, str] = {}
-    question: str | None = None
-    for event in events:
-        if isinstance(event, QuestionEvent) and event.call_id not in answered:
-            question = event.call_id
-        elif isinstance(event, UserEvent) and question is not None:
-            replies[question], question = event.text, None
-    return replies
+__all__ = ["SHUTDOWN", "Loop", "Runner", "Runners"]

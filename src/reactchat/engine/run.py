@@ -17,99 +17,27 @@ import asyncio
 import contextlib
 import os
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any
 
-from reactchat.errors import AlreadyAnswered, NothingToRun, SessionBusy, SessionNotFound, TurnFailed
-from reactchat.engine.guards import RepeatGuard
-from reactchat.engine.loop import Loop
-from reactchat.messages import DeltaEvent, ErrorEvent, Event, UserEvent
+from reactchat.engine.build import CHARS_PER_TOKEN, make_loop
+from reactchat.engine.loop import Loop, Runner, Runners
 from reactchat.engine.output import Output
 from reactchat.engine.session import Outcome, Pending, RunResult, SessionState, Turn
-from reactchat.store import Store, lock_and_read
-from reactchat.tools import toolset_tools
+from reactchat.engine.spec import AgentSpec
+from reactchat.errors import AlreadyAnswered, NothingToRun, SessionBusy, SessionNotFound, TurnFailed
+from reactchat.messages import DeltaEvent, ErrorEvent, Event, UserEvent
+from reactchat.store import Store
 
-if TYPE_CHECKING:
-    from reactchat.agent import Agent
-
-#: a stretch of a run: the loop's events, the turn they belong to, and how it stands
-Stretch = tuple[AsyncIterator[Event], Turn, Outcome]
-
-#: characters per token, for budgets given in tokens (a rough, model-agnostic estimate)
-CHARS_PER_TOKEN = 4
+#: a stretch of a run: the loop's events, the turn they belong to, how it stands, and
+#: whether its final answer releases the turn's lock
+Stretch = tuple[AsyncIterator[Event], Turn, Outcome, bool]
 
 
 async def turn_events(store: Store, session: str) -> tuple[list[Event], int]:
-    """What a new turn reads of its session before it starts, and how many of the session's
-    events that read covers: every event of its last turn and, of the earlier turns, at
-    least what their question and answer need (``SessionState.history``). A store with
-    ``turn_events`` reads only that (earlier turns' steps are not read, nor parsed); any
-    other reads the whole session."""
-    read = getattr(store, "turn_events", None)
-    if read is None:
-        events = await store.events(session)
-        return events, len(events)
-    events = await read(session)
+    """What a new turn reads of its session before it starts (``Store.turn_events``), and how
+    many of the session's events that read covers."""
+    events = await store.turn_events(session)
     return events, events[-1].seq if events else 0
-
-
-class Runner(Protocol):
-    """What runs one run: the ReAct ``Loop``, or a plan-and-execute or Reflexion loop around it."""
-
-    def start(self, message: str) -> AsyncIterator[Event]:
-        """Run a new turn for ``message``."""
-        ...
-
-    def recover(self, events: list[Event]) -> AsyncIterator[Event]:
-        """Go on from this run's stored ``events``."""
-        ...
-
-
-async def make_loop(
-    agent: Agent,
-    session: str,
-    turn: int,
-    question: str,
-    history: list[tuple[str, str]],
-    path: str,
-    run_id: str,
-    *,
-    system: str | None = None,
-    store: Store | None = None,
-    output: Output | None = None,
-) -> Loop:
-    """A ReAct loop of ``agent`` for one run (not replayed: see ``Loop.replay``); a nested
-    run passes its parent's ``store`` (the session lives there, not in the sub-agent's);
-    ``output`` types this run's final answer instead of the agent's ``output_type``."""
-    store = store or agent.store
-    output = output or agent.output
-    tools = [*agent.tools, *await agent.hooks.tools_for(session, store)]
-    if agent.toolsets:
-        tools.extend(await toolset_tools(agent.toolsets, {t.name for t in tools}))
-    specs = [t.spec for t in tools]
-    transcript = agent.transcript(specs, history, question, system, output)
-    model = agent.model
-    context = min(agent.context_tokens, model.context_tokens or agent.context_tokens) * CHARS_PER_TOKEN
-    return Loop(
-        session=session,
-        turn=turn,
-        model=model,
-        store=store,
-        tools={t.name: t for t in tools},
-        transcript=transcript,
-        max_steps=agent.max_steps,
-        max_observation=agent.max_observation_chars,
-        context_chars=context,
-        repeats=RepeatGuard(agent.max_repeats),
-        agent=path,
-        run=run_id,
-        deps=agent.deps,
-        services=agent.services,
-        max_depth=agent.max_depth,
-        approval=agent.approval,
-        output=output,
-        threads=agent.threads,
-        message=question,
-    )
 
 
 class Run:
@@ -125,7 +53,8 @@ class Run:
 
     def __init__(
         self,
-        agent: Agent,
+        agent: AgentSpec,
+        runners: Runners,
         message: str | None,
         session: str | None = None,
         *,
@@ -135,6 +64,8 @@ class Run:
         on_delta: Callable[[str], Any] | None = None,
     ) -> None:
         self.agent = agent
+        #: what runs each run of the turn (``reactchat.orchestration.runners.runner``)
+        self.runners = runners
         self.message = message
         self.session = session or ""
         self.reply_to = reply_to
@@ -154,8 +85,6 @@ class Run:
         self._since = 0
         #: the owner of the session's turn lock while this run holds it
         self._owner = ""
-        #: the loop whose final answer releases the lock with it (the turn's last stretch)
-        self._closing: Loop | None = None
         #: the new turn's first event, recorded with the lock (``_opening``)
         self._opened: UserEvent | None = None
 
@@ -171,26 +100,28 @@ class Run:
         # under the lock: what came since that look (everything if there was none)
         since = None if self._new else 0 if seen is None else self._since
         opening = self._opening(seen)
-        newer = await lock_and_read(store, self.session, owner, self.agent.lock_ttl, since, opening)
+        newer = await store.try_lock_read(self.session, owner, self.agent.lock_ttl, since, opening)
         if newer is None:
             raise SessionBusy(self.session)
         if opening and not newer:
             self._opened = opening[0]
+        released = False
         try:
             state, pending = self._read(seen, newer)
             # one level of generators per event, not three: the plan yields each stretch
             # of the turn (a recovery, then the message), followed here event by event
-            async for events, turn, outcome in self._plan(state, pending):
+            async for events, turn, outcome, releases in self._plan(state, pending):
                 kept = list(turn.events)
                 async for event in events:
                     kept.append(event)
                     outcome.add(event)
                     if outcome.answer is event:  # durable, not yet yielded: the turn is over
+                        released = releases  # the lock ended in the answer's transaction
                         await self.agent.hooks.turn_ended(self.session, event)
                     yield event
                 self._finish(turn, kept, outcome)
         finally:
-            if self._closing is None or not self._closing.released:
+            if not released:
                 await store.unlock(self.session, owner)
 
     async def _look(self) -> list[Event] | None:
@@ -253,9 +184,9 @@ class Run:
         last = state.last
         # an interrupted turn is finished first; a cancelled one only when asked (``resume``)
         if last is not None and (last.status == "interrupted" or (last.status == "cancelled" and self.message is None)):
-            loop = await self._loop(state, last, closing=self.message is None)
+            loop, releases = await self._loop(state, last, closing=self.message is None)
             outcome = last.outcome.copy()  # folded on in ``_events``
-            yield loop.recover(self._mine(last)), last, outcome
+            yield loop.recover(self._mine(last)), last, outcome, releases
             if self.message is None or outcome.pending is not None:
                 return  # a question the sender has not seen comes first; the message is not recorded
             state.turns[-1] = Turn(last.index, last.question, self.result.events if self.result else [])
@@ -265,22 +196,22 @@ class Run:
                 raise NothingToRun(self.session)
             return
         if pending is not None and last is not None:
-            loop = await self._loop(state, last, closing=True)
+            loop, releases = await self._loop(state, last, closing=True)
             outcome = last.outcome.copy()  # folded on in ``_events``
             if pending.run == self.run_id and isinstance(loop, Loop):
                 replies = loop.resume(pending, self.message)
             else:
                 replies = self._answer_nested(loop, last, pending)
-            yield replies, last, outcome
+            yield replies, last, outcome, releases
         else:
             turn = Turn(last.index + 1 if last else 1, self.message)
             await self.agent.hooks.message_arrived(self.session, self.message)
-            loop = await self._loop(state, turn, closing=True)
+            loop, releases = await self._loop(state, turn, closing=True)
             if self._opened is not None:
                 assert isinstance(loop, Loop) and self._opened.turn == turn.index  # as ``_opening`` foresaw
-                yield loop.start(self.message, self._opened), turn, Outcome()
+                yield loop.start(self.message, self._opened), turn, Outcome(), releases
             else:
-                yield loop.start(self.message), turn, Outcome()
+                yield loop.start(self.message), turn, Outcome(), releases
 
     async def _answer_nested(self, runner: Runner, turn: Turn, pending: Pending) -> AsyncIterator[Event]:
         """Reply to an item a nested run asked (a sub-agent, a plan step): the reply is stored
@@ -312,21 +243,31 @@ class Run:
         """This run's events among the turn's (a turn's events include its sub-agents')."""
         return [e for e in turn.events if e.run == self.run_id]
 
-    async def _loop(self, state: SessionState, turn: Turn, closing: bool = False) -> Runner:
-        """The loop of this run for ``turn``, its stored events replayed. A ``closing`` loop
-        runs the run's last stretch: a plain ReAct loop's final answer then releases the turn's
-        lock in its own store transaction (a plan or Reflexion loop's answers need not be the last)."""
+    async def _loop(self, state: SessionState, turn: Turn, closing: bool = False) -> tuple[Runner, bool]:
+        """The runner of this run for ``turn``, its stored events replayed, and whether its
+        final answer releases the turn's lock. A ``closing`` runner runs the run's last
+        stretch: a plain ReAct loop's final answer then releases the lock in its own store
+        transaction (a plan or Reflexion loop's answers need not be the last)."""
         agent = self.agent
         history = state.history(before=turn.index, budget=agent.history_tokens * CHARS_PER_TOKEN)
+        releases = closing and agent.reflect is None and not agent.plan
         loop = await make_loop(
-            agent, state.session, turn.index, turn.question, history, self.path, self.run_id, output=self.output
+            agent,
+            state.session,
+            turn.index,
+            turn.question,
+            history,
+            path=self.path,
+            run=self.run_id,
+            output=self.output,
+            stored=turn.events,
+            on_delta=self._on_delta,
+            release=self._owner if releases else None,
+            runners=self.runners,
         )
-        loop.on_delta = self._on_delta
-        loop.stored = turn.events
-        runner = agent.runner(loop, turn.question, history, self._mine(turn))
-        if closing and runner is loop:
-            loop.release, self._closing = self._owner, loop
-        return runner
+        runner = self.runners(agent, loop, turn.question, history, self._mine(turn))
+        assert releases == (runner is loop)  # only a plain ReAct loop's answer ends the turn
+        return runner, releases
 
     # ------------------------------------------------------------------ deltas
 

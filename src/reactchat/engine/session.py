@@ -8,30 +8,135 @@ waiting on a ``Pending`` item, or interrupted): the stored view (``Turn``), a ru
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+from reactchat.engine.usage import total
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
     ErrorEvent,
     Event,
     ObservationEvent,
+    PlanEvent,
+    PlanStep,
     QuestionEvent,
     ThoughtEvent,
     ToolInput,
+    TrialEvent,
     Usage,
     UserEvent,
 )
-from reactchat.engine.usage import total
-
-if TYPE_CHECKING:
-    from reactchat.messages import PlanStep
-    from reactchat.orchestration.reflexion import Trial
 
 #: how a run ended, as ``RunResult.status`` says it
 Status = Literal["done", "waiting", "stopped", "cancelled"]
 #: how a turn stands: ``interrupted`` means it neither finished nor waits (a crash, a model error)
 TurnStatus = Literal["done", "waiting", "stopped", "cancelled", "interrupted"]
+
+
+#: who judged a Reflexion trial: a function, a tool, a command, or the model itself
+EvaluatorKind = Literal["function", "tool", "command", "model"]
+
+
+@dataclass
+class Trial:
+    """One attempt at a task under Reflexion, as ``result.trials`` shows it."""
+
+    number: int
+    answer: str
+    accepted: bool
+    #: why the evaluator rejected the answer (empty when accepted)
+    feedback: str = ""
+    #: what the model wrote after the rejection, carried into the next trials
+    reflection: str = ""
+    #: ``function``, ``tool``, ``command`` or ``model`` (the model judged its own answer)
+    evaluator: EvaluatorKind = "function"
+
+
+#: the call id prefix of a plan step's nested run (``step-1``, ``step-2``...)
+STEP = "step-"
+
+
+def step_call(number: int) -> str:
+    """The call id of plan step ``number`` (its nested run's id)."""
+    return f"{STEP}{number}"
+
+
+@dataclass
+class PlanState:
+    """Where a plan-and-execute run stands, folded from its events (``add``)."""
+
+    #: every version of the plan, each as it stands now
+    plans: list[list[PlanStep]] = field(default_factory=list)
+    #: the step started and not finished, if any
+    open: int | None = None
+    executed: int = 0
+    revisions: int = 0
+    #: False right after a step finished: the replanner has not decided yet
+    decided: bool = True
+
+    @classmethod
+    def of(cls, events: list[Event]) -> PlanState:
+        """The state after ``events`` (one run's)."""
+        state = cls()
+        for event in events:
+            state.add(event)
+        return state
+
+    @property
+    def steps(self) -> list[PlanStep]:
+        """The current version of the plan."""
+        return self.plans[-1] if self.plans else []
+
+    def add(self, event: Event) -> None:
+        """Fold one more event of the run."""
+        if isinstance(event, PlanEvent):
+            if event.decision != "continue":
+                self._skip_pending()
+                self.plans.append([step.model_copy() for step in event.steps])
+                self.revisions += event.decision == "revise"
+            self.decided = True
+        elif isinstance(event, ActionEvent) and event.call_id.startswith(STEP):
+            self.open = int(event.call_id[len(STEP) :])
+            self.executed += 1
+        elif isinstance(event, ObservationEvent) and event.call_id.startswith(STEP):
+            step = self.steps[int(event.call_id[len(STEP) :]) - 1]
+            step.status, step.result = ("failed" if event.is_error else "done"), event.text
+            self.open, self.decided = None, False
+        elif isinstance(event, AnswerEvent):
+            self._skip_pending()
+
+    def _skip_pending(self) -> None:
+        for step in self.steps:
+            if step.status == "pending":
+                step.status = "skipped"
+
+    def next_pending(self) -> int | None:
+        """The number of the next step to run."""
+        return next((i for i, step in enumerate(self.steps, start=1) if step.status == "pending"), None)
+
+
+def plan_of(events: list[Event]) -> list[list[PlanStep]]:
+    """Every version of the plan of a turn's top-level run (empty when it did not plan)."""
+    return PlanState.of([e for e in events if not e.run]).plans
+
+
+def trials_of(events: list[Event]) -> list[Trial]:
+    """The judged trials of a turn's top-level run, in order."""
+    return [
+        Trial(e.trial, e.answer, e.accepted, e.feedback, e.reflection, e.evaluator)
+        for e in events
+        if isinstance(e, TrialEvent) and not e.run
+    ]
+
+
+def usage_by_agent(events: list[Event]) -> dict[str, Usage]:
+    """Tokens used by the model calls among ``events``, by agent path."""
+    totals: dict[str, Usage] = {}
+    for event in events:
+        usage = getattr(event, "usage", None)
+        if usage is not None:
+            totals[event.agent] = totals.get(event.agent, Usage()) + usage
+    return totals
 
 
 @dataclass(frozen=True)
@@ -302,22 +407,16 @@ class RunResult:
     @property
     def plans(self) -> list[list[PlanStep]]:
         """Every version of the plan, the first one first (each as it ended)."""
-        from reactchat.orchestration.plan_loop import plan_of
-
         return plan_of(self.events)
 
     @property
     def trials(self) -> list[Trial]:
         """The judged trials of a Reflexion turn: ``.answer``, ``.accepted``, ``.reflection``…"""
-        from reactchat.orchestration.trials import trials_of
-
         return trials_of(self.events)
 
     @property
     def usage_by_agent(self) -> dict[str, Usage]:
         """Tokens used by the turn's model calls, by agent path (sub-agents included)."""
-        from reactchat.orchestration.nested import usage_by_agent
-
         return usage_by_agent(self.events)
 
     @classmethod

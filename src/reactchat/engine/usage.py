@@ -120,10 +120,6 @@ class UsageTotal:
         """Input plus output tokens."""
         return self.input_tokens + self.output_tokens
 
-    def add_call(self, usage: Usage, at: float | None = None) -> None:
-        """Count one model call."""
-        self._count(usage, cost(usage, at))
-
     def _count(self, usage: Usage, price: Decimal | None) -> None:
         """Count one model call whose price (``cost``) is known."""
         self.calls += 1

@@ -11,12 +11,12 @@ import logging
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from reactchat.tools.cite import cited
 from reactchat.knowledge._kb import FileInfo, Hit, KnowledgeBase
 from reactchat.tools import RunContext, Tool
+from reactchat.tools.cite import cited
 
 if TYPE_CHECKING:
-    from reactchat.agent import Agent
+    from reactchat.engine.spec import AgentSpec
     from reactchat.store import Store
 
 log = logging.getLogger("reactchat.knowledge")
@@ -75,7 +75,7 @@ def search_files_tool(
 
 
 def attach(
-    agent: Agent,
+    agent: AgentSpec,
     kb: KnowledgeBase | None = None,
     *,
     k: int = 5,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from reactchat.tools._schema import SchemaTool, json_schema_check
 from reactchat.tools import Tool
+from reactchat.tools._schema import SchemaTool, json_schema_check
 
 if TYPE_CHECKING:
     from reactchat.mcp._client import MCPServer

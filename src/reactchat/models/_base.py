@@ -49,11 +49,6 @@ _PROVIDERS: dict[str, str] = {
 }
 
 
-def register_provider(prefix: str, factory: str) -> None:
-    """Make ``prefix:REST`` resolve through ``factory`` ("module:function")."""
-    _PROVIDERS[prefix] = factory
-
-
 def resolve_model(spec: str | Model) -> Model:
     """Return a model for a spec string: ``local``, ``local:/path.gguf``,
     ``openai:MODEL``, ``anthropic:MODEL``, ``scripted:FILE``; a Model passes through."""

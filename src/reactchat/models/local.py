@@ -27,13 +27,13 @@ from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 
-from reactchat.protocols.formats import calls_in_text
 from reactchat.messages import Reply, Request, StopReason, TextPart, ToolCallPart, Usage
 from reactchat.models._base import ContextTooLong
 from reactchat.models._embedded import EMBEDDED
 from reactchat.models._grammar import Limits, final_answer_grammar, react_step_grammar, tool_call_grammar
 from reactchat.models._llama import Runtime, Sampling, Watch, generate, import_llama_cpp, load
 from reactchat.models._render import chat_messages, render
+from reactchat.protocols.formats import calls_in_text
 
 __all__ = ["DEFAULT_EMBEDDED", "EMBEDDED", "CallStats", "Limits", "LocalModel", "default_model_path", "from_spec"]
 

@@ -19,13 +19,14 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from reactchat.protocols.base import Call, ToolResult
-from reactchat.messages import AnswerEvent, Event, Usage, UserEvent
+from reactchat.engine.build import make_loop
+from reactchat.engine.spec import AgentSpec, Mode
+from reactchat.messages import AnswerEvent, Event, UserEvent
 from reactchat.models import ModelError
+from reactchat.protocols.base import Call, ToolResult
 from reactchat.tools import Tool
 
 if TYPE_CHECKING:
-    from reactchat.agent import Agent, Mode
     from reactchat.engine.loop import Loop
 
 
@@ -57,12 +58,12 @@ class SubAgent(Tool):
     session (across calls and turns); by default every call starts afresh.
     """
 
-    def __init__(self, agent: Agent, *, memory: bool = False) -> None:
+    def __init__(self, agent: AgentSpec, *, memory: bool = False) -> None:
         def delegate(task: str) -> str:
             """Args:
             task: everything the agent needs to know to do the task, in one message.
             """
-            raise NotImplementedError("a sub-agent runs inside its parent's loop (SubAgent.stream)")
+            raise TypeError("a sub-agent runs inside its parent's loop (SubAgent.stream), not as a function")
 
         description = agent.description or f"The agent {agent.name}: give it a task, it answers."
         super().__init__(delegate, name=agent.name, description=description, timeout=None, idempotent=True)
@@ -85,7 +86,7 @@ def run_id(parent: Loop, call_id: str) -> str:
     return f"{parent.run}/{call_id}" if parent.run else call_id
 
 
-def refusal(parent: Loop, child: Agent, path: str, nested: str) -> str | None:
+def refusal(parent: Loop, child: AgentSpec, path: str, nested: str) -> str | None:
     """Why a delegation must not run (too deep, or back to an agent already on the path)."""
     if nested.count("/") + 1 > parent.max_depth:
         return (
@@ -103,7 +104,7 @@ def refusal(parent: Loop, child: Agent, path: str, nested: str) -> str | None:
 
 async def delegate(
     parent: Loop,
-    child: Agent,
+    child: AgentSpec,
     call: Call,
     path: str,
     task: str,
@@ -128,14 +129,23 @@ async def delegate(
     mine = [e for e in stored if e.run == nested]
     answer = next((e for e in mine if isinstance(e, AnswerEvent)), None)
     if answer is None:
-        from reactchat.engine.run import make_loop
-
         history = await _history(parent, path, nested) if memory else []
         loop = await make_loop(
-            child, parent.session, parent.turn, task, history, path, nested, system=system, store=parent.store
+            child,
+            parent.session,
+            parent.turn,
+            task,
+            history,
+            path=path,
+            run=nested,
+            runners=parent.runners,
+            system=system,
+            store=parent.store,
+            stored=stored,
+            on_delta=parent.on_delta,
+            max_depth=parent.max_depth,
         )
-        loop.on_delta, loop.stored, loop.max_depth = parent.on_delta, stored, parent.max_depth
-        runner = child.runner(loop, task, history, mine, mode)
+        runner = parent.runners(child, loop, task, history, mine, mode)
         events = runner.recover(mine) if mine else runner.start(task)
         try:
             async for event in events:
@@ -169,14 +179,4 @@ async def _history(parent: Loop, path: str, nested: str) -> list[tuple[str, str]
     return pairs
 
 
-def usage_by_agent(events: list[Event]) -> dict[str, Usage]:
-    """Tokens used by the model calls among ``events``, by agent path."""
-    totals: dict[str, Usage] = {}
-    for event in events:
-        usage = getattr(event, "usage", None)
-        if usage is not None:
-            totals[event.agent] = totals.get(event.agent, Usage()) + usage
-    return totals
-
-
-__all__ = ["SubAgent", "delegate", "usage_by_agent"]
+__all__ = ["SubAgent", "delegate"]

@@ -18,8 +18,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from reactchat.protocols.base import FormatError
 from reactchat.messages import PlanStep, Request, SystemMessage, ToolSpec, UserMessage
+from reactchat.protocols.base import FormatError
 from reactchat.protocols.packs import PromptPack
 from reactchat.protocols.react import parse_input
 

@@ -14,10 +14,10 @@ at any point: ``PlanState`` folds the run's events back into where it was.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
-from reactchat.protocols.base import Call, ToolResult
+from reactchat.engine.session import PlanState, step_call
+from reactchat.engine.spec import AgentSpec
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
@@ -31,6 +31,7 @@ from reactchat.messages import (
     Usage,
     UserMessage,
 )
+from reactchat.orchestration.nested import NestedTurn, SubAgent, delegate
 from reactchat.orchestration.plan import (
     PLANNER_RETRIES,
     PlanError,
@@ -43,79 +44,18 @@ from reactchat.orchestration.plan import (
     step_task,
     words,
 )
-from reactchat.orchestration.nested import NestedTurn, SubAgent, delegate
+from reactchat.protocols.base import Call, ToolResult
 
 if TYPE_CHECKING:
-    from reactchat.agent import Agent
     from reactchat.engine.loop import Loop
 
 T = TypeVar("T")
-STEP = "step-"
-
-
-def step_call(number: int) -> str:
-    """The call id of plan step ``number`` (its nested run's id)."""
-    return f"{STEP}{number}"
-
-
-@dataclass
-class PlanState:
-    """Where a plan-and-execute run stands, folded from its events (``add``)."""
-
-    #: every version of the plan, each as it stands now
-    plans: list[list[PlanStep]] = field(default_factory=list)
-    #: the step started and not finished, if any
-    open: int | None = None
-    executed: int = 0
-    revisions: int = 0
-    #: False right after a step finished: the replanner has not decided yet
-    decided: bool = True
-
-    @classmethod
-    def of(cls, events: list[Event]) -> PlanState:
-        """The state after ``events`` (one run's)."""
-        state = cls()
-        for event in events:
-            state.add(event)
-        return state
-
-    @property
-    def steps(self) -> list[PlanStep]:
-        """The current version of the plan."""
-        return self.plans[-1] if self.plans else []
-
-    def add(self, event: Event) -> None:
-        """Fold one more event of the run."""
-        if isinstance(event, PlanEvent):
-            if event.decision != "continue":
-                self._skip_pending()
-                self.plans.append([step.model_copy() for step in event.steps])
-                self.revisions += event.decision == "revise"
-            self.decided = True
-        elif isinstance(event, ActionEvent) and event.call_id.startswith(STEP):
-            self.open = int(event.call_id[len(STEP) :])
-            self.executed += 1
-        elif isinstance(event, ObservationEvent) and event.call_id.startswith(STEP):
-            step = self.steps[int(event.call_id[len(STEP) :]) - 1]
-            step.status, step.result = ("failed" if event.is_error else "done"), event.text
-            self.open, self.decided = None, False
-        elif isinstance(event, AnswerEvent):
-            self._skip_pending()
-
-    def _skip_pending(self) -> None:
-        for step in self.steps:
-            if step.status == "pending":
-                step.status = "skipped"
-
-    def next_pending(self) -> int | None:
-        """The number of the next step to run."""
-        return next((i for i, step in enumerate(self.steps, start=1) if step.status == "pending"), None)
 
 
 class PlanLoop(NestedTurn):
     """Plan-and-execute for one run, with the ways in of ``Loop`` (``start``, ``recover``)."""
 
-    def __init__(self, agent: Agent, loop: Loop, question: str, history: list[tuple[str, str]]) -> None:
+    def __init__(self, agent: AgentSpec, loop: Loop, question: str, history: list[tuple[str, str]]) -> None:
         self.agent = agent
         self.loop = loop
         self.question = question
@@ -247,9 +187,4 @@ class PlanLoop(NestedTurn):
         return None, usage, seconds
 
 
-def plan_of(events: list[Event]) -> list[list[PlanStep]]:
-    """Every version of the plan of a turn's top-level run (empty when it did not plan)."""
-    return PlanState.of([e for e in events if not e.run]).plans
-
-
-__all__ = ["PlanLoop", "PlanState", "plan_of", "step_call"]
+__all__ = ["PlanLoop"]

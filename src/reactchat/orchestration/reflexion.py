@@ -31,14 +31,14 @@ import time
 import unicodedata
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from reactchat.engine.session import EvaluatorKind, Trial
 from reactchat.messages import Reply, Request, SystemMessage, Usage, UserMessage
 from reactchat.protocols.packs import PromptPack
 from reactchat.tools import Tool
 
 MODEL_JUDGE = "model"
-EvaluatorKind = Literal["function", "tool", "command", "model"]
 #: what a trial's answer and feedback may take in the reflection prompt (characters)
 MAX_SHOWN = 4000
 
@@ -89,21 +89,6 @@ class Reflexion:
         if isinstance(self.evaluator, Tool):
             return "tool"
         return "function"
-
-
-@dataclass
-class Trial:
-    """One attempt at a task under Reflexion, as ``result.trials`` shows it."""
-
-    number: int
-    answer: str
-    accepted: bool
-    #: why the evaluator rejected the answer (empty when accepted)
-    feedback: str = ""
-    #: what the model wrote after the rejection, carried into the next trials
-    reflection: str = ""
-    #: ``function``, ``tool``, ``command`` or ``model`` (the model judged its own answer)
-    evaluator: EvaluatorKind = "function"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ import time
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
-from reactchat.protocols.base import Call, ToolResult
+from reactchat.engine.session import Step, steps_of
+from reactchat.engine.spec import AgentSpec
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
@@ -27,12 +28,18 @@ from reactchat.messages import (
     TrialEvent,
     Usage,
 )
-from reactchat.orchestration.reflexion import ReflectionMemory, Reflexion, Trial, evaluate, fingerprint, lessons, reflection_request
-from reactchat.engine.session import Step, steps_of
 from reactchat.orchestration.nested import NestedTurn, delegate
+from reactchat.orchestration.reflexion import (
+    ReflectionMemory,
+    Reflexion,
+    evaluate,
+    fingerprint,
+    lessons,
+    reflection_request,
+)
+from reactchat.protocols.base import Call, ToolResult
 
 if TYPE_CHECKING:
-    from reactchat.agent import Agent
     from reactchat.engine.loop import Loop
 
 TRIAL = "trial-"
@@ -41,7 +48,7 @@ TRIAL = "trial-"
 class TrialLoop(NestedTurn):
     """Reflexion for one run, with the ways in of ``Loop`` (``start``, ``recover``)."""
 
-    def __init__(self, agent: Agent, loop: Loop, question: str, reflexion: Reflexion) -> None:
+    def __init__(self, agent: AgentSpec, loop: Loop, question: str, reflexion: Reflexion) -> None:
         self.agent = agent
         self.loop = loop
         self.question = question
@@ -105,7 +112,9 @@ class TrialLoop(NestedTurn):
         call = Call(action.call_id, action.tool, action.input)
         path = f"{self.loop.agent}/trial {number}"
         result: ToolResult | None = None
-        async for item in delegate(self.loop, agent, call, path, self.question, system=system, mode=agent.inner_mode):
+        async for item in delegate(
+            self.loop, agent, call, path, self.question, system=system, mode="plan" if agent.plan else "react"
+        ):
             if isinstance(item, ToolResult):
                 result = item
             else:
@@ -155,13 +164,4 @@ def _step_line(step: Step) -> str:
     return f"{step.tool} {step.input} → {step.observation}"
 
 
-def trials_of(events: list[Event]) -> list[Trial]:
-    """The judged trials of a turn's top-level run, in order."""
-    return [
-        Trial(e.trial, e.answer, e.accepted, e.feedback, e.reflection, e.evaluator)
-        for e in events
-        if isinstance(e, TrialEvent) and not e.run
-    ]
-
-
-__all__ = ["TrialLoop", "trials_of"]
+__all__ = ["TrialLoop"]

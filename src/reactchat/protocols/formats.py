@@ -35,8 +35,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from reactchat.protocols.base import Call
 from reactchat.messages import Reply, ToolInput
+from reactchat.protocols.base import Call
 
 # ------------------------------------------------------------------ reasoning
 

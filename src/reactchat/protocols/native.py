@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from reactchat.protocols.base import ELIDE_MIN_CHARS, Call, Decision, FormatError, elision_note
-from reactchat.protocols.formats import reply_calls, strip_reasoning
 from reactchat.messages import (
     AssistantMessage,
     Message,
@@ -24,6 +22,8 @@ from reactchat.messages import (
     ToolSpec,
     UserMessage,
 )
+from reactchat.protocols.base import ELIDE_MIN_CHARS, Call, Decision, FormatError, elision_note
+from reactchat.protocols.formats import reply_calls, strip_reasoning
 from reactchat.protocols.packs import PromptPack
 
 SYSTEM = (

@@ -32,8 +32,6 @@ from dataclasses import dataclass
 from functools import cache, lru_cache
 from typing import Any, Literal
 
-from reactchat.protocols.base import ELIDE_MIN_CHARS, Call, Decision, FormatError, elision_note
-from reactchat.protocols.formats import strip_reasoning
 from reactchat.messages import (
     AssistantMessage,
     ReactLabels,
@@ -45,6 +43,8 @@ from reactchat.messages import (
     UserMessage,
     trusted,
 )
+from reactchat.protocols.base import ELIDE_MIN_CHARS, Call, Decision, FormatError, elision_note
+from reactchat.protocols.formats import strip_reasoning
 from reactchat.protocols.packs import EN_CORRECTIONS, PromptPack, get_pack
 
 

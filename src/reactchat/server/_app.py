@@ -32,10 +32,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
-from reactchat.cli.tool_refs import close_tools, offered_tools
 from reactchat.agent import Agent
 from reactchat.cli.report import turn_view
 from reactchat.cli.retention import expire_sessions
+from reactchat.cli.tool_refs import close_tools, offered_tools
+from reactchat.engine.session import SessionState
 from reactchat.server._cancel import cancel_routes, watch_cancels
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
@@ -44,7 +45,6 @@ from reactchat.server._lean import shortcut
 from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, errors, streamed
 from reactchat.server._takeover import follow_routes, stop, watch_abandoned
 from reactchat.server._turns import Turns, TurnStream, failure_event, pending_view, sse, summary
-from reactchat.engine.session import SessionState
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
 
 #: the page runs only its own script and style files (no inline code), talks only to this

@@ -25,6 +25,7 @@ from reactchat.errors import SessionNotFound
 from reactchat.messages import Event
 from reactchat.server._schema import GUARDED, errors
 from reactchat.server._turns import summary
+from reactchat.store import SharedStore
 
 if TYPE_CHECKING:
     from reactchat.server._app import Server
@@ -83,12 +84,12 @@ async def cancel_elsewhere(server: Server, session: str) -> str | None:
     """Ask the worker running the session's turn to cancel it, and wait for the turn to end:
     how it ended (``cancelled``, or ``done``, ``waiting``… if it ended first), ``cancelling``
     if it has not ended within ``CANCEL_WAIT``, None if no worker runs a turn of it."""
-    request = getattr(server.store, "request_cancel", None)
-    if request is None:  # a store no other process shares: the turn would be running here
+    store = server.store
+    if not isinstance(store, SharedStore):  # a store no other process shares: the turn would be running here
         return None
-    events = await server.store.events(session)
+    events = await store.events(session)
     seen = len(events)
-    if not await request(session):
+    if not await store.request_cancel(session):
         return None
     deadline = time.monotonic() + CANCEL_WAIT
     while time.monotonic() < deadline:
@@ -110,13 +111,13 @@ def _ended(session: str, events: list[Event], seen: int) -> str | None:
 
 async def watch_cancels(server: Server) -> None:
     """Cancel the turns this worker runs that another worker was asked to stop (runs until cancelled)."""
-    cancel_requests = getattr(server.store, "cancel_requests", None)
-    if cancel_requests is None:  # a store no other process shares
+    store = server.store
+    if not isinstance(store, SharedStore):  # a store no other process shares
         return
     stopping: dict[str, asyncio.Task[bool]] = {}
     while True:
         try:
-            sessions: list[str] = await cancel_requests()
+            sessions = await store.cancel_requests()
         except Exception:
             log.exception("could not look for cancel requests")
             await asyncio.sleep(1.0)

@@ -59,6 +59,7 @@ from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ConfigDict, Field, StrictBool, field_validator
 
+from reactchat.engine.session import SessionState, Turn
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
@@ -75,7 +76,6 @@ from reactchat.server._app import Body
 from reactchat.server._guard import DERIVED_PREFIX, USER
 from reactchat.server._schema import GUARDED, HAS_USER_TEXT, SESSION_ID, SESSION_ID_RULE, errors, streamed
 from reactchat.server._turns import KEEPALIVE, Delta, Last, TurnFeed, TurnStream, failure_event, summary
-from reactchat.engine.session import SessionState, Turn
 
 if TYPE_CHECKING:
     from reactchat.server._app import Server

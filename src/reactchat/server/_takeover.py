@@ -28,6 +28,7 @@ from fastapi.responses import StreamingResponse
 from reactchat.errors import SessionBusy, SessionNotFound
 from reactchat.server._schema import GUARDED, SSE_EVENT, errors
 from reactchat.server._turns import KEEPALIVE, SSE_HEADERS, event_frame, frame, summary
+from reactchat.store import SharedStore
 
 if TYPE_CHECKING:
     from reactchat.server._app import Server
@@ -44,13 +45,13 @@ FOLLOW_PATIENCE = 60.0
 
 async def watch_abandoned(server: Server, interval: float = TAKEOVER_INTERVAL) -> None:
     """Finish, in this worker, the turns whose worker died (runs until cancelled)."""
-    abandoned = getattr(server.store, "abandoned", None)
-    if abandoned is None:  # a store no other process shares
+    store = server.store
+    if not isinstance(store, SharedStore):  # a store no other process shares
         return
     while True:
         await asyncio.sleep(interval)
         try:
-            sessions: list[str] = await abandoned()
+            sessions = await store.abandoned()
         except Exception:
             log.exception("could not look for abandoned turns")
             continue

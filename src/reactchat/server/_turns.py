@@ -20,11 +20,11 @@ from starlette.types import Receive, Scope, Send
 
 from reactchat.agent import Agent
 from reactchat.engine.loop import SHUTDOWN
-from reactchat.messages import ErrorEvent, Event
-from reactchat.models import ModelError
 from reactchat.engine.run import Run
 from reactchat.engine.session import Outcome, Pending, RunResult
 from reactchat.engine.usage import total
+from reactchat.messages import ErrorEvent, Event
+from reactchat.models import ModelError
 
 log = logging.getLogger("reactchat.server")
 

@@ -21,12 +21,7 @@ from reactchat.messages import Event
 class Store(Protocol):
     """Durable, append-only storage of sessions and their events.
 
-    A store that several processes share (SQLite, PostgreSQL) also has ``abandoned()``
-    (turns whose process died), ``request_cancel(session)`` (ask the process running a
-    turn to stop it) and ``cancel_requests()`` (what this process was asked to stop);
-    the server uses them when they are there. Optional, for fewer round trips:
-    ``try_lock_read`` and ``try_lock_read_append`` (see ``lock_and_read``) and
-    ``append_unlock`` (see ``append_and_unlock``).
+    A store that several processes share (SQLite, PostgreSQL) is a ``SharedStore`` too.
     """
 
     #: the store's URL (``memory:``, ``sqlite:///...``, ``postgresql://...``), so other
@@ -49,12 +44,34 @@ class Store(Protocol):
         """
         ...
 
+    async def turn_events(self, session_id: str) -> list[Event]:
+        """What a new turn of the session reads before it starts: every event of its last turn,
+        and of the earlier turns at least what their question and answer need
+        (``SessionState.history``); a store may read all of them. Raises ``SessionNotFound``."""
+        ...
+
     async def append(self, *events: Event) -> None:
         """Persist events durably, in order and all together (one transaction), before returning."""
         ...
 
+    async def append_unlock(self, owner: str, *events: Event) -> None:
+        """``append`` (at least one event), then release their session's turn lock if ``owner``
+        holds it: a turn's last events and its end (one transaction where the store can);
+        if the append fails, the lock is kept."""
+        ...
+
     async def try_lock(self, session_id: str, owner: str, ttl: float) -> bool:
         """Take the session's turn lock for ``owner`` unless someone else holds a live one."""
+        ...
+
+    async def try_lock_read(
+        self, session_id: str, owner: str, ttl: float, since: int | None, then: tuple[Event, ...] = ()
+    ) -> list[Event] | None:
+        """Take the session's turn lock for ``owner``, then read its events after the first
+        ``since`` (none when ``since`` is None); None, with nothing read, when someone else
+        holds the lock. If the read finds nothing (the session is as the caller saw it),
+        ``then`` is appended. The read sees every event appended before the lock was taken;
+        when the read or the append fails (``SessionNotFound``) the lock is not kept."""
         ...
 
     async def unlock(self, session_id: str, owner: str) -> None:
@@ -81,50 +98,22 @@ class Store(Protocol):
         ...
 
 
-async def lock_and_read(
-    store: Store, session_id: str, owner: str, ttl: float, since: int | None, then: tuple[Event, ...] = ()
-) -> list[Event] | None:
-    """Take the session's turn lock for ``owner``, then read its events after the first ``since``
-    (none when ``since`` is None); None, with nothing read, when someone else holds the lock.
-    If the read finds nothing (the session is as the caller saw it), ``then`` is appended.
+@runtime_checkable
+class SharedStore(Store, Protocol):
+    """A store that several processes share (SQLite, PostgreSQL): it knows the turns whose
+    process died and carries a request to stop a turn to the process running it."""
 
-    The read sees every event appended before the lock was taken. A store with a
-    ``try_lock_read`` method of the same signature does both in one round trip, one with
-    ``try_lock_read_append`` (``then`` last) all three in one transaction. When the read or
-    the append fails (``SessionNotFound``) the lock is given back before the error is raised.
-    """
-    events: list[Event] | None
-    if then and (all_three := getattr(store, "try_lock_read_append", None)) is not None:
-        events = await all_three(session_id, owner, ttl, since, then)
-        return events
-    both = getattr(store, "try_lock_read", None)
-    if both is not None:
-        events = await both(session_id, owner, ttl, since)
-        if events is None:
-            return None
-    elif not await store.try_lock(session_id, owner, ttl):
-        return None
-    try:
-        if both is None:
-            events = [] if since is None else await store.events(session_id, since=since)
-        if not events and then:
-            await store.append(*then)
-    except BaseException:
-        await store.unlock(session_id, owner)
-        raise
-    return events
+    async def abandoned(self) -> list[str]:
+        """Sessions whose running turn's process died; each is given to exactly one caller."""
+        ...
 
+    async def request_cancel(self, session_id: str) -> bool:
+        """Ask the process running the session's turn to stop it; whether a turn was running."""
+        ...
 
-async def append_and_unlock(store: Store, owner: str, *events: Event) -> None:
-    """Append ``events`` (at least one) and release their session's turn lock if ``owner``
-    holds it: a turn's last events and its end. A store with an ``append_unlock(owner,
-    *events)`` method does both in one transaction; if the append fails, the lock is kept."""
-    both = getattr(store, "append_unlock", None)
-    if both is not None:
-        await both(owner, *events)
-        return
-    await store.append(*events)
-    await store.unlock(events[0].session, owner)
+    async def cancel_requests(self) -> list[str]:
+        """Sessions whose turn this process runs and was asked to stop (each once)."""
+        ...
 
 
 _SCHEMES = {
@@ -189,10 +178,9 @@ __all__ = [
     "AlreadyAnswered",
     "SessionBusy",
     "SessionNotFound",
+    "SharedStore",
     "Store",
-    "append_and_unlock",
     "default_db",
-    "lock_and_read",
     "resolve_store",
     "store_url",
 ]

@@ -40,6 +40,10 @@ class MemoryStore:
         except KeyError:
             raise SessionNotFound(session_id) from None
 
+    async def turn_events(self, session_id: str) -> list[Event]:
+        """What a new turn reads before it starts: here every event (nothing is parsed)."""
+        return list(await self.events(session_id))
+
     async def append(self, *events: Event) -> None:
         """Keep events."""
         for event in events:
@@ -65,6 +69,25 @@ class MemoryStore:
         if session_id in self._active:
             self._active[session_id] = time.time()
         return True
+
+    async def try_lock_read(
+        self, session_id: str, owner: str, ttl: float, since: int | None, then: tuple[Event, ...] = ()
+    ) -> list[Event] | None:
+        """``try_lock``, then the events after the first ``since`` (none when None), and ``then``
+        appended if there were none; None when another owner holds the lock. A failed read or
+        append gives the lock back."""
+        if since == 0 and session_id not in self._events:
+            raise SessionNotFound(session_id)
+        if not await self.try_lock(session_id, owner, ttl):
+            return None
+        try:
+            events = [] if since is None else await self.events(session_id, since)
+            if not events and then:
+                await self.append(*then)
+        except BaseException:
+            await self.unlock(session_id, owner)
+            raise
+        return events
 
     async def unlock(self, session_id: str, owner: str) -> None:
         """Release the lock if ``owner`` holds it."""

@@ -80,7 +80,7 @@ SCHEMA.add(
 )
 SCHEMA.add(
     2,
-    "m002_reflections",  # Reflexion's memory across sessions: reflections by task fingerprint (reactchat.orchestration.reflexion)
+    "m002_reflections",  # Reflexion's memory across sessions: reflections by task fingerprint (orchestration.reflexion)
     """CREATE TABLE reflections (
         id BIGSERIAL PRIMARY KEY,
         key TEXT NOT NULL,
@@ -533,11 +533,29 @@ class PostgresStore:
         """Take the session's turn lock unless someone else holds it (``ttl`` unused: see the module doc)."""
         return await self._take(session_id, owner, None) is not None
 
-    async def try_lock_read(self, session_id: str, owner: str, ttl: float, since: int | None) -> list[Event] | None:
+    async def try_lock_read(
+        self, session_id: str, owner: str, ttl: float, since: int | None, then: tuple[Event, ...] = ()
+    ) -> list[Event] | None:
         """``try_lock``, then the session's events after the first ``since`` (none when None), read
         once the lock is taken, in the same batch on the lock connection; None when someone else
-        holds the lock. ``SessionNotFound`` (``since`` 0 only, as ``events``) gives the lock back first."""
-        return await self._take(session_id, owner, since)
+        holds the lock. ``SessionNotFound`` (``since`` 0 only, as ``events``) gives the lock back
+        first. If the read finds nothing, ``then`` is appended (after the lock, not in its
+        transaction); if that fails the lock is given back and the error raised."""
+        events = await self._take(session_id, owner, since)
+        if events is None or events or not then:
+            return events
+        try:
+            await self.append(*then)
+        except BaseException:
+            await self.unlock(session_id, owner)
+            raise
+        return events
+
+    async def append_unlock(self, owner: str, *events: Event) -> None:
+        """``append``, then ``unlock`` of their session for ``owner`` (two round trips: the
+        lock lives on its own connection); if the append fails, the lock is kept."""
+        await self.append(*events)
+        await self.unlock(events[0].session, owner)
 
     async def _take(self, session_id: str, owner: str, since: int | None) -> list[Event] | None:
         self._same_loop()

@@ -16,7 +16,7 @@ prefixed ``kb_`` for the knowledge base, and must leave these alone)::
            PRIMARY KEY (session, seq))
     session_locks(session TEXT PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER, expires REAL,
                   cancel REAL)              -- when a cancel of the running turn was asked for
-    reflections(key TEXT, at REAL, text TEXT)   -- Reflexion's memory across sessions (reactchat.orchestration.reflexion)
+    reflections(key TEXT, at REAL, text TEXT)   -- Reflexion's memory (orchestration.reflexion)
 
 Events are append-only; the state of a session is derived from them. Durability: WAL
 with ``synchronous=NORMAL``, so every committed event survives a killed process (a
@@ -111,7 +111,7 @@ SCHEMA.add(
 )
 SCHEMA.add(
     2,
-    "m002_reflections",  # Reflexion's memory across sessions: reflections by task fingerprint (reactchat.orchestration.reflexion)
+    "m002_reflections",  # Reflexion's memory across sessions: reflections by task fingerprint (orchestration.reflexion)
     "CREATE TABLE reflections (key TEXT NOT NULL, at REAL NOT NULL, text TEXT NOT NULL)",
     "CREATE INDEX reflections_key_at ON reflections(key, at)",
 )
@@ -520,17 +520,15 @@ class SqliteStore:
             self._held.add(session_id)
         return won
 
-    async def try_lock_read(self, session_id: str, owner: str, ttl: float, since: int | None) -> list[Event] | None:
+    async def try_lock_read(
+        self, session_id: str, owner: str, ttl: float, since: int | None, then: tuple[Event, ...] = ()
+    ) -> list[Event] | None:
         """``try_lock``, then the session's events after the first ``since`` (none when None), read
         in the lock's own transaction; None, with nothing read, when someone else holds the lock.
-        ``SessionNotFound`` (``since`` 0 only, as ``events``) leaves the lock untaken."""
-        return await self.try_lock_read_append(session_id, owner, ttl, since, ())
-
-    async def try_lock_read_append(
-        self, session_id: str, owner: str, ttl: float, since: int | None, events: tuple[Event, ...]
-    ) -> list[Event] | None:
-        """``try_lock_read``, and ``events`` appended in the same transaction if it read nothing
-        (the session is as the caller last saw it): a turn's lock and its first event in one commit."""
+        ``SessionNotFound`` (``since`` 0 only, as ``events``) leaves the lock untaken. If the read
+        finds nothing (the session is as the caller last saw it), ``then`` is appended in the same
+        transaction: a turn's lock and its first event in one commit."""
+        events = then
         rows = [(e.session, e.turn, e.step, e.type, e.at, stored_json(e)) for e in events]
 
         def take_read(db: sqlite3.Connection) -> list[tuple[int, str]] | None:

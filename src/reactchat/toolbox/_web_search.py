@@ -20,9 +20,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from reactchat.tools.cite import cited
 from reactchat.errors import ConfigError, ReactchatError
 from reactchat.tools import Tool
+from reactchat.tools.cite import cited
 
 #: the environment variable that picks the backend of the built-in ``web_search``
 ENV_SEARCH = "REACTCHAT_SEARCH"

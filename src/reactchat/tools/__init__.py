@@ -2,6 +2,7 @@
 (``RunContext``), sources of tools listed at each turn (``Toolset``), tools from a JSON schema
 and LangChain's tools. The built-in tools are in ``reactchat.toolbox``."""
 
+from reactchat.tools._adapt import as_tool
 from reactchat.tools._tool import (
     PauseForUser,
     RunContext,
@@ -9,7 +10,6 @@ from reactchat.tools._tool import (
     ToolInputError,
     Toolset,
     ToolTimeout,
-    as_tool,
     observation_text,
     tool,
     toolset_tools,

@@ -21,12 +21,11 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, get_type_hint
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from reactchat.messages import ToolInput, ToolSpec
-from reactchat.engine.threads import ToolThreads, shared_threads
+from reactchat.tools.threads import ToolThreads, shared_threads
 
 if TYPE_CHECKING:
-    from reactchat.protocols.base import Call, ToolResult
-    from reactchat.engine.loop import Loop
     from reactchat.messages import Event
+    from reactchat.protocols.base import Call, ToolResult
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -176,11 +175,12 @@ class Tool:
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
 
-    def stream(self, call: Call, loop: Loop, arguments: dict[str, Any]) -> AsyncIterator[Event | ToolResult]:
+    def stream(self, call: Call, loop: Any, arguments: dict[str, Any]) -> AsyncIterator[Event | ToolResult]:
         """For a tool that ``streams`` (one that runs another agent): the events of the run it
-        starts inside ``loop``'s call, as they become durable, then its ``ToolResult`` (none
-        when that run waits for the user). See ``reactchat.orchestration.nested.SubAgent``."""
-        raise NotImplementedError(f"tool {self.name} does not stream; call run() instead")
+        starts inside ``loop``'s call (the engine's ``Loop``, which sits above tools), as they
+        become durable, then its ``ToolResult`` (none when that run waits for the user). See
+        ``reactchat.orchestration.nested.SubAgent``."""
+        raise TypeError(f"tool {self.name} does not stream; call run() instead")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the underlying function directly (tools stay usable as functions)."""
@@ -263,7 +263,7 @@ class Tool:
                 raise
         if self.timeout is None:
             return self.fn(**kwargs)
-        # on a worker thread, so that a hang cannot block the agent (see reactchat.engine.threads)
+        # on a worker thread, so that a hang cannot block the agent (see reactchat.tools.threads)
         call = (threads or shared_threads()).start(lambda: self.fn(**kwargs))
         if self._quick and call.wait(QUICK_WAIT):
             return call.outcome()
@@ -329,22 +329,6 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Tool | Call
         return Tool(f, **options)
 
     return decorate
-
-
-def as_tool(obj: Any) -> Tool:
-    """Accept a ``Tool``, a plain function, an ``Agent`` (a sub-agent: ``agent.as_tool()``) or
-    a LangChain tool where tools are expected."""
-    if isinstance(obj, Tool):
-        return obj
-    from reactchat.tools.langchain import from_langchain, is_langchain_tool
-
-    if is_langchain_tool(obj):  # before as_tool: LangChain's Runnable.as_tool is another thing (a beta API)
-        return from_langchain(obj)
-    from reactchat.agent import Agent
-
-    if isinstance(obj, Agent):
-        return obj.as_tool()
-    return Tool(obj)
 
 
 @runtime_checkable

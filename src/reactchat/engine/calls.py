@@ -1,0 +1,226 @@
+"""The tool calls of a run: admit a call past its guards, have a human approve it, execute
+it, and record what it observed. ``Loop`` is made of these (``Calls``) and of the recovery
+after a crash (``reactchat.engine.recovery``).
+
+``execute`` is the one place a tool runs; ``complete`` takes one call to its observation,
+whatever the tool is (a plain function, a sub-agent that streams the events of its run,
+a tool that asks the user).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from reactchat.engine import approval
+from reactchat.engine.approval import Policy
+from reactchat.engine.guards import RepeatGuard, truncate, unknown_tool
+from reactchat.engine.tracing import TurnTrace
+from reactchat.messages import Event, ObservationEvent, QuestionEvent
+from reactchat.protocols.base import Call, ToolResult, Transcript
+from reactchat.store import Store
+from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
+from reactchat.tools.threads import ToolThreads
+
+#: a call that passed its guards: the tool, its validated arguments, its repeat-guard key
+Admitted = tuple[Tool, dict[str, Any], tuple[str, str]]
+ONE_QUESTION = "Ask one question at a time; ask this one after the answer."
+
+
+class Calls:
+    """Admit, approve, execute and observe the tool calls of one run (mixed into ``Loop``,
+    which holds every field named here)."""
+
+    session: str
+    turn: int
+    step: int
+    agent: str
+    run: str
+    store: Store
+    tools: dict[str, Tool]
+    transcript: Transcript
+    repeats: RepeatGuard
+    max_observation: int
+    threads: ToolThreads | None
+    approval: Policy | None
+    trace: TurnTrace
+    deps: Any
+    services: dict[str, Any]
+    message: str
+
+    # ------------------------------------------------------------------ events
+
+    async def emit(self, event: Event) -> Event:
+        """Place an event in the session and make it durable."""
+        return (await self.record(event))[0]
+
+    async def record(self, *events: Event) -> tuple[Event, ...]:
+        """Place events in the session and make them durable together (one store transaction)."""
+        for event in events:
+            self.place(event)
+        await self.store.append(*events)
+        return events
+
+    def place(self, event: Event) -> Event:
+        """Give ``event`` its place: this run's session, turn, step, agent path and run id."""
+        event.session, event.turn, event.step = self.session, self.turn, self.step
+        event.agent, event.run = self.agent, self.run
+        return event
+
+    async def observe(self, call: Call, result: ToolResult, seconds: float = 0.0, interrupted: bool = False) -> Event:
+        """Record an observation and show it to the model."""
+        self.transcript.add_observation(call.call_id, result.text, result.is_error)
+        return await self.emit(
+            ObservationEvent.built(
+                call_id=call.call_id,
+                tool=call.tool,
+                text=result.text,
+                is_error=result.is_error,
+                truncated=result.cut,
+                interrupted=interrupted,
+                seconds=seconds,
+            )
+        )
+
+    # ------------------------------------------------------------------ one call
+
+    async def complete(self, call: Call, may_ask: bool = True) -> AsyncIterator[Event]:
+        """Take one call to its observation: the events of the run it starts (a sub-agent),
+        then its ``ObservationEvent``. When the tool asks the user, its ``QuestionEvent``
+        instead (``may_ask``; otherwise the tool is told to ask one question at a time);
+        nothing more when the nested run it started waits for the user."""
+        started = time.perf_counter()
+        result: ToolResult | None = None
+        try:
+            tool = self.tools.get(call.tool)
+            if tool is None or not tool.streams:
+                # a plain tool (or a call its guards refuse): awaited, no generator in between
+                result = await self.execute(call)
+            else:
+                async for item in self.run_call(call):
+                    if isinstance(item, ToolResult):
+                        result = item
+                    else:
+                        yield item
+        except PauseForUser as pause:
+            if may_ask:
+                yield await self.emit(
+                    QuestionEvent(
+                        call_id=call.call_id, question=pause.question, kind=pause.kind, trace=self.trace.traceparent
+                    )
+                )
+                return  # the observation is the user's answer, recorded on resume
+            result = ToolResult(ONE_QUESTION, is_error=True)
+        if result is not None:
+            yield await self.observe(call, result, time.perf_counter() - started)
+
+    async def run_call(self, call: Call) -> AsyncIterator[Event | ToolResult]:
+        """Run one call: its ``ToolResult``, after the events of the run it starts when the tool
+        runs another agent (a sub-agent: ``Tool.streams``). No result: that run waits for the user."""
+        admitted = self.admit(call)
+        if isinstance(admitted, ToolResult):
+            yield admitted
+            return
+        tool, arguments, key = admitted
+        if not tool.streams:
+            yield await self.execute(call, admitted)
+            return
+        async for item in tool.stream(call, self, arguments):
+            if isinstance(item, ToolResult):
+                self.repeats.remember(key, item.text)
+            yield item
+
+    def admit(self, call: Call) -> Admitted | ToolResult:
+        """The tool, the validated arguments and the repeat key of a call, or why it does not run.
+
+        An identical call made earlier in the run is not run again, whether it worked or
+        failed: a model that calls a broken tool over and over (the hallucination spiral)
+        is told the earlier result instead.
+        """
+        name, value = call.tool, call.input
+        tool = self.tools.get(name)
+        try:
+            if tool is None:
+                raise ToolInputError(unknown_tool(name, list(self.tools)))
+            arguments = tool.validate(value)
+        except ToolInputError as error:
+            key = self.repeats.key(name, value)
+            previous = self.repeats.previous(key)
+            if previous is not None:
+                return ToolResult(self.repeats.refuse(name, previous), is_error=True)
+            self.repeats.remember(key, str(error))
+            return ToolResult(str(error), is_error=True)
+        key = self.repeats.key(name, arguments)
+        previous = None if tool.volatile else self.repeats.previous(key)
+        if previous is not None:
+            return ToolResult(self.repeats.refuse(name, previous), is_error=True)
+        return tool, arguments, key
+
+    async def execute(self, call: Call, admitted: Admitted | None = None, approved: bool = False) -> ToolResult:
+        """Run one call of a plain tool (raises ``PauseForUser``, also to ask a human to approve
+        the call unless ``approved``); see ``admit`` for the guards (``admitted``: what
+        ``admit`` already said about this call)."""
+        checked = admitted or self.admit(call)
+        if isinstance(checked, ToolResult):
+            return checked
+        tool, arguments, key = checked
+        name = call.tool
+        if not approved and self.needs_approval(tool, arguments):
+            raise PauseForUser(approval.question(name, arguments), kind="approval")
+        context = self.context(call.call_id) if tool.context_params else None
+        with self.trace.tool(name, call.call_id, arguments) as span:
+            try:
+                output = observation_text(await tool.run(arguments, context, self.threads))
+                is_error = False
+            except PauseForUser:
+                raise
+            except ToolTimeout as error:
+                span.failed(error)
+                output, is_error = f"Error: {error}. Try a simpler request or another tool.", True
+            except Exception as error:  # a tool's failure is the model's problem to route around
+                span.failed(error)
+                output, is_error = f"Error: {name} raised {type(error).__name__}: {error}", True
+            text, cut = truncate(output, tool.max_chars or self.max_observation)
+            span.result(text)
+        self.repeats.remember(key, text)
+        return ToolResult(text, is_error, cut)
+
+    def context(self, call_id: str) -> RunContext:
+        """What a tool that asks for it (a ``RunContext`` parameter) is told about call ``call_id``."""
+        return RunContext(
+            self.session,
+            self.turn,
+            call_id,
+            self.store,
+            self.deps,
+            self.services,
+            self.agent,
+            self.run,
+            message=self.message,
+        )
+
+    # ------------------------------------------------------------------ approval
+
+    def needs_approval(self, tool: Tool, arguments: dict[str, Any]) -> bool:
+        """Whether a human must approve this call before it runs (the tool's or the agent's rule)."""
+        rule = tool.approval
+        if rule is True or (callable(rule) and rule(arguments)):
+            return True
+        return self.approval is not None and self.approval(tool.name, arguments)
+
+    async def decide(self, call: Call, reply: str) -> ToolResult:
+        """Run, run with edited arguments, or refuse a call that waited for approval."""
+        verdict = approval.decide(reply, call.input)
+        if not verdict.approved:
+            return ToolResult(approval.refusal(verdict))
+        try:
+            result = await self.execute(Call(call.call_id, call.tool, verdict.arguments), approved=True)
+        except PauseForUser:
+            result = ToolResult(ONE_QUESTION, is_error=True)
+        if verdict.edited:
+            result = ToolResult(approval.edited_note(verdict.arguments) + result.text, result.is_error, result.cut)
+        return result
+
+
+__all__ = ["ONE_QUESTION", "Admitted", "Calls"]

@@ -1,0 +1,114 @@
+"""What the engine reads of an agent (``AgentSpec``), and what other components plug into
+its turns (``Hooks``).
+
+``reactchat.Agent`` is the one implementation users make; the engine, the orchestration
+loops and the knowledge base depend on this protocol instead, so that nothing below the
+public surface imports ``agent.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from reactchat.engine.approval import Policy
+from reactchat.engine.output import Output
+from reactchat.messages import AnswerEvent
+from reactchat.models import Model
+from reactchat.protocols.packs import PromptPack
+from reactchat.store import Store
+from reactchat.tools import Tool, Toolset
+from reactchat.tools.threads import ToolThreads
+
+if TYPE_CHECKING:  # a type only: orchestration sits above the engine
+    from reactchat.orchestration.reflexion import Reflexion
+
+#: how one run of an agent runs: a Reflexion loop of trials, a plan, or plain ReAct
+Mode = Literal["reflect", "plan", "react"]
+
+#: session_tools(session, store): tools added for one session at the start of each turn
+SessionTools = Callable[[str, Store], Awaitable[Sequence[Tool]]]
+#: on_turn_end(session, store, status): status is the final answer's (``done``, ``stopped``...)
+TurnEnd = Callable[[str, Store, str], Awaitable[None]]
+#: new_message(session, store, text): a message that starts a new turn, before the turn runs
+NewMessage = Callable[[str, Store, str], Awaitable[None]]
+
+
+@dataclass
+class Hooks:
+    """What other components plug into an agent's turns (``reactchat.knowledge.attach`` does).
+
+    ``session_tools`` add tools per session at the start of each turn; ``turn_end`` run
+    once a turn has its final answer, before the answer is yielded (the answer's store
+    transaction may have released the turn's lock already). A turn paused on a
+    question is not over: it ends once, when it answers. ``new_message`` hooks see a
+    message that starts a new turn before the turn's tools are chosen (links in it are
+    read this way: ``reactchat.toolbox.read_links_in_messages``).
+    """
+
+    store: Callable[[], Store]
+    session_tools: list[SessionTools] = field(default_factory=list)
+    turn_end: list[TurnEnd] = field(default_factory=list)
+    new_message: list[NewMessage] = field(default_factory=list)
+
+    async def message_arrived(self, session: str, text: str) -> None:
+        """Run the ``new_message`` hooks for a message that starts a turn."""
+        for hook in self.new_message:
+            await hook(session, self.store(), text)
+
+    async def tools_for(self, session: str, store: Store) -> list[Tool]:
+        """The tools every ``session_tools`` hook adds for ``session``."""
+        tools: list[Tool] = []
+        for hook in self.session_tools:
+            tools.extend(await hook(session, store))
+        return tools
+
+    async def turn_ended(self, session: str, answer: AnswerEvent) -> None:
+        """Run the ``turn_end`` hooks for a turn whose ``answer`` is durable."""
+        for hook in self.turn_end:
+            await hook(session, self.store(), answer.status)
+
+
+class AgentSpec(Protocol):
+    """An agent as the engine reads it: its model, store and tools, its protocol and prompts,
+    its limits and the loops around its runs (``reactchat.Agent`` documents each)."""
+
+    name: str
+    description: str
+    tools: list[Tool]
+    toolsets: list[Toolset]
+    protocol: Literal["react", "native"]
+    pack: PromptPack
+    system: str | None
+    few_shot: bool | None
+    max_steps: int
+    max_observation_chars: int
+    context_tokens: int
+    history_tokens: int
+    max_repeats: int
+    max_depth: int
+    lock_ttl: float
+    deps: Any
+    services: dict[str, Any]
+    approval: Policy | None
+    output: Output | None
+    threads: ToolThreads
+    hooks: Hooks
+    plan: bool
+    max_replans: int
+    max_plan_steps: int
+    reflect: Reflexion | None
+
+    @property
+    def model(self) -> Model:
+        """The model, resolved on first use."""
+        ...
+
+    @property
+    def store(self) -> Store:
+        """The store, opened on first use."""
+        ...
+
+
+__all__ = ["AgentSpec", "Hooks", "Mode", "NewMessage", "SessionTools", "TurnEnd"]
