@@ -12,7 +12,7 @@ from reactchat.knowledge._kb import FileInfo, KnowledgeBase
 from reactchat.knowledge._parse import FileRejected
 
 if TYPE_CHECKING:
-    from reactchat.agent import Agent
+    from reactchat.engine.spec import AgentSpec
 
 HELP = "/upload PATH adds a file, /files lists them, /clear forgets them"
 BAR = 24
@@ -89,7 +89,7 @@ async def upload(kb: KnowledgeBase, session: str, path: str, out: TextIO, err: T
     return info
 
 
-async def chat_command(agent: Agent, session: str | None, text: str, out: TextIO, err: TextIO) -> str | None:
+async def chat_command(agent: AgentSpec, session: str | None, text: str, out: TextIO, err: TextIO) -> str | None:
     """Handle ``/upload``, ``/files`` and ``/clear``; returns the (possibly new) session id.
 
     Raises ``LookupError`` for a line that is not one of these commands.

@@ -32,7 +32,7 @@ from reactchat.errors import ReactchatError
 from reactchat.tools import RunContext, Tool
 
 if TYPE_CHECKING:
-    from reactchat.agent import Agent
+    from reactchat.engine.spec import AgentSpec
     from reactchat.knowledge import FileInfo, KnowledgeBase, Limits
     from reactchat.store import Store
 
@@ -309,7 +309,7 @@ def links_in(text: str) -> list[str]:
     return list(dict.fromkeys(found))
 
 
-def read_links_in_messages(agent: Agent, policy: FetchPolicy | None = None, *, limit: int = 3) -> None:
+def read_links_in_messages(agent: AgentSpec, policy: FetchPolicy | None = None, *, limit: int = 3) -> None:
     """Read the links of each message that starts a turn into the session's files first,
     so the turn can search them (``search_files``) and cite them like uploads. A link
     that is refused or fails is logged and skipped: the model can still try ``fetch_url``.
