@@ -12,7 +12,6 @@ import pytest
 
 from reactchat.messages import (
     ActionEvent,
-    AllFields,
     AnswerEvent,
     Request,
     Usage,
@@ -20,6 +19,7 @@ from reactchat.messages import (
     stored_event,
     stored_json,
 )
+from reactchat.messages._fast import AllFields
 from reactchat.store import resolve_store
 
 

@@ -372,8 +372,7 @@ def steps_of(events: list[Event], run: str = "") -> list[Step]:
 
 def usage_of(events: list[Event]) -> Usage:
     """Tokens used by the model calls among ``events``."""
-    # read as a dict: a missing attribute of a pydantic model is a slow AttributeError
-    return Usage.sum(usage for event in events if (usage := event.__dict__.get("usage")) is not None)
+    return Usage.sum(usage for event in events if (usage := getattr(event, "usage", None)) is not None)
 
 
 @dataclass

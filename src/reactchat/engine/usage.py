@@ -20,7 +20,8 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from reactchat.messages import Event, Reply, Request, Usage, trusted
+from reactchat.messages import Event, Reply, Request, Usage
+from reactchat.messages._fast import trusted
 
 #: characters per token when a server reports no usage (a rough, model-agnostic estimate)
 CHARS_PER_TOKEN = 4
@@ -35,8 +36,7 @@ def estimate(request: Request, reply: Reply, model: str = "") -> Usage:
     estimated (and named as ``model``'s)."""
     sent = 0
     for message in request.messages:
-        # read as a dict: a missing attribute of a pydantic model is a slow AttributeError
-        content = message.__dict__.get("content")
+        content = getattr(message, "content", None)
         sent += len(content) if isinstance(content, str) else len(getattr(message, "text", ""))
     sent += sum(len(t.description) + len(str(t.input_schema)) for t in request.tools)
     received = len(reply.text) + sum(len(c.name) + len(str(c.input)) for c in reply.tool_calls)
@@ -155,10 +155,8 @@ def total(events: Iterable[Event]) -> UsageTotal:
     """Usage of every model call among ``events``, with a breakdown per agent path."""
     result = UsageTotal()
     for event in events:
-        # read as a dict: a missing attribute of a pydantic model is a slow AttributeError
-        fields = event.__dict__
-        seconds = float(fields.get("seconds") or 0.0)
-        usage: Usage | None = fields.get("usage")
+        seconds = float(getattr(event, "seconds", 0.0) or 0.0)
+        usage: Usage | None = getattr(event, "usage", None)
         if not seconds and usage is None:
             continue
         agent = result.agents.get(event.agent)

@@ -41,7 +41,6 @@ from reactchat.messages import (
     ToolInput,
     ToolSpec,
     UserMessage,
-    trusted,
 )
 from reactchat.protocols.base import ELIDE_MIN_CHARS, Call, Decision, FormatError, elision_note
 from reactchat.protocols.formats import strip_reasoning
@@ -210,15 +209,7 @@ def _step(
         if not answer:
             raise _format_error(pack, "empty_answer", tool_names or "the tools listed above")
         return FinalAnswer(answer=answer, thought=thought, raw=raw)
-    return _new_action(name, value, thought, raw)
-
-
-def _new_action(tool: str, value: ToolInput, thought: str, raw: str) -> Action:
-    """``Action(tool=tool, input=value, thought=thought, raw=raw)``, made once per step without
-    the frozen dataclass's ``__init__`` (a slow ``object.__setattr__`` per field: 0.4 against 1.4 µs)."""
-    action = object.__new__(Action)
-    action.__dict__.update(tool=tool, input=value, thought=thought, raw=raw)
-    return action
+    return Action(tool=name, input=value, thought=thought, raw=raw)
 
 
 @lru_cache(maxsize=256)
@@ -412,8 +403,8 @@ class ReactTranscript:
         instructions = _instructions(_ToolSet(pack, tools, few_shot))
         # text made here: not validated again
         content = f"{system}\n\n{instructions}" if system else instructions
-        self.system = trusted(SystemMessage, {"role": "system", "content": content})
-        self.user = trusted(UserMessage, {"role": "user", "content": _question_block(pack, history, question)})
+        self.system = SystemMessage(content=content)
+        self.user = UserMessage(content=_question_block(pack, history, question))
         self.stop = [f"\n{labels.observation}:", f"\n{labels.observation} :"]
         self._chunks: list[str] = []
         #: observations that may still be elided: call id (or correction key) → chunk index

@@ -52,7 +52,7 @@ class MemoryStore:
             except KeyError:
                 raise SessionNotFound(event.session) from None
             log.append(event)
-            event.__dict__["seq"] = len(log)
+            event.seq = len(log)
 
     async def append_unlock(self, owner: str, *events: Event) -> None:
         """Keep events, then release their session's lock if ``owner`` holds it."""

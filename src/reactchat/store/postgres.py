@@ -496,7 +496,7 @@ class PostgresStore:
         for session, seq in sorted(written, key=lambda row: (row[0], row[1]), reverse=True):
             seqs.setdefault(session, []).append(seq)
         for e in events:
-            e.__dict__["seq"] = seqs[e.session].pop()
+            e.seq = seqs[e.session].pop()
         # each session's events of the batch, in order, join its view
         start = 0
         for i in range(1, len(events) + 1):

@@ -676,7 +676,7 @@ def _insert(db: sqlite3.Connection, events: tuple[Event, ...], rows: Sequence[_R
     it is computed under the write lock)."""
     try:
         for event, row in zip(events, rows, strict=True):
-            (event.__dict__["seq"],) = db.execute(_APPEND, row).fetchone()
+            (event.seq,) = db.execute(_APPEND, row).fetchone()
     except sqlite3.IntegrityError as exc:
         if "FOREIGN KEY" in str(exc):
             raise SessionNotFound(events[0].session) from None

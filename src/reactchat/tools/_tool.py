@@ -143,8 +143,6 @@ class Tool:
         self.is_async = inspect.iscoroutinefunction(fn)
         #: the loop runs it through ``stream`` (a sub-agent: its events are the caller's to yield)
         self.streams = False
-        #: whether the last call in a worker thread returned within ``QUICK_WAIT``
-        self._quick = True
 
         hints = get_type_hints(fn, include_extras=True)
         fields: dict[str, Any] = {}
@@ -237,7 +235,7 @@ class Tool:
             raise ToolInputError(
                 f"Invalid arguments for {self.name}: {validation_problems(exc)}. Schema: {self.schema_json()}"
             ) from None
-        return dict(valid.__dict__) if self._scalars else valid.model_dump()
+        return dict(valid) if self._scalars else valid.model_dump()
 
     def schema_json(self) -> str:
         """The input schema as compact JSON, for prompts and error messages."""
@@ -265,23 +263,8 @@ class Tool:
             return self.fn(**kwargs)
         # on a worker thread, so that a hang cannot block the agent (see reactchat.tools.threads)
         call = (threads or shared_threads()).start(lambda: self.fn(**kwargs))
-        if self._quick and call.wait(QUICK_WAIT):
-            return call.outcome()
-        # not back at once: wait without holding the event loop (and next time, too,
-        # until a call of this tool is quick again)
-        self._quick = False
-        try:
-            expired = ToolTimeout(f"{self.name} did not return within {self.timeout:g} s")
-            return await call.settled(self.timeout, expired)
-        finally:
-            self._quick = call.seconds < QUICK_WAIT
-
-
-#: seconds the event loop's thread waits for a sync tool before it goes back to the loop
-#: and awaits the call: a quick tool (a calculator, a lookup) returns within it, and
-#: waiting here costs two thread switches where awaiting costs four and a wake-up of the
-#: loop. A tool that takes longer holds the loop this long once, then is awaited.
-QUICK_WAIT = 0.001
+        expired = ToolTimeout(f"{self.name} did not return within {self.timeout:g} s")
+        return await call.settled(self.timeout, expired)
 
 
 def validation_problems(exc: ValidationError) -> str:

@@ -20,9 +20,11 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Self, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+from reactchat.messages._fast import share_fields_set, trusted
 
 ToolInput = dict[str, Any] | str
 StopReason = Literal["end", "tool_use", "stop_sequence", "max_tokens", "error"]
@@ -31,73 +33,6 @@ StopReason = Literal["end", "tool_use", "stop_sequence", "max_tokens", "error"]
 class _Model(BaseModel):
     # schemas are built on first use, which keeps `import reactchat` fast
     model_config = ConfigDict(extra="forbid", defer_build=True)
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def trusted(cls: type[M], values: dict[str, Any]) -> M:
-    """An instance of ``cls`` holding ``values`` (every field, each already valid), not
-    validated: for what the engine builds on every step from parts it made itself
-    (what ``model_construct`` does, without its per-field Python loop)."""
-    model = _new(cls)
-    _set_dict(model, values)
-    every = _every_field(cls)
-    _set_fields_set(model, every if len(values) == len(every) else set(values))
-    _set_extra(model, None)
-    _set_private(model, None)
-    return model
-
-
-class AllFields(set[str]):
-    """The ``model_fields_set`` of a model whose every field was given: one per class, shared
-    by its instances. A set of its own per instance is 216–728 bytes, a third of what an event
-    held in memory weighs. A ``set`` (pydantic's ``exclude_unset`` reads it as one) that
-    cannot change: pydantic's ``__setattr__`` adds a field's name, which is already there,
-    and a copy (``model_copy``, ``copy.copy``) is a plain ``set`` of its own, free to change."""
-
-    __slots__ = ()
-
-    def add(self, name: str) -> None:
-        """Nothing to do for a field's name (what pydantic adds on assignment)."""
-        if name not in self:
-            raise TypeError(f"{name!r} is not a field: the set of every field does not change")
-
-    def _unchanging(self, *args: Any) -> Any:
-        raise TypeError("the set of every field is shared by a class's models: change a copy of it")
-
-    discard = remove = pop = clear = update = _unchanging
-    difference_update = intersection_update = symmetric_difference_update = _unchanging
-    __ior__ = __iand__ = __isub__ = __ixor__ = _unchanging
-
-    def __copy__(self) -> set[str]:
-        return set(self)
-
-    def __deepcopy__(self, memo: Any) -> set[str]:
-        return set(self)
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return set, (list(self),)
-
-
-@functools.cache
-def _every_field(cls: type[BaseModel]) -> AllFields:
-    return AllFields(cls.__pydantic_fields__)
-
-
-def _share_fields_set(model: BaseModel) -> None:
-    """Give ``model`` its class's shared set of every field if every field was set."""
-    every = _every_field(type(model))
-    if len(model.__pydantic_fields_set__) == len(every):
-        _set_fields_set(model, every)
-
-
-# the slots of every pydantic model, set directly (``object.__setattr__`` looks each one up)
-_new = object.__new__
-_set_dict = BaseModel.__dict__["__dict__"].__set__
-_set_fields_set = BaseModel.__dict__["__pydantic_fields_set__"].__set__
-_set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
-_set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
 # --------------------------------------------------------------------- model I/O
@@ -529,10 +464,10 @@ def stored_event(seq: int, body: str | bytes) -> Event:
     event = _events().validate_json(body)
     event.__dict__["seq"] = seq
     event.__pydantic_fields_set__.add("seq")
-    _share_fields_set(event)  # a stored event has every field but ``seq``, set just now
+    share_fields_set(event)  # a stored event has every field but ``seq``, set just now
     usage = event.__dict__.get("usage")
     if usage is not None:
-        _share_fields_set(usage)
+        share_fields_set(usage)
     return event
 
 
