@@ -34,6 +34,7 @@ from reactchat.messages import (
     TrialEvent,
     UserEvent,
 )
+from reactchat.orchestration.plan import checklist
 from reactchat.store import default_db, store_url
 
 EXIT_WAITING = 3
@@ -110,8 +111,6 @@ def _describe(event: Event) -> str | None:
     if isinstance(event, PlanEvent):
         if event.decision == "continue":
             return None
-        from reactchat.orchestration.plan import checklist
-
         head = "Plan" if event.decision == "plan" else f"Plan revised (version {event.version})"
         return f"{head}:\n" + "\n".join(f"  {line}" for line in checklist(event.steps).splitlines())
     if isinstance(event, TrialEvent):
@@ -141,6 +140,7 @@ def command_tools(model: str, tools: str | None = None, mcp: str | None = None) 
     """The tools ``reactchat ask`` and ``chat`` give the agent (the calculator and the
     configured tools, as ``offered_tools`` offers them to ``model``), and whether links in
     the user's messages are read (the ``web`` extra is installed)."""
+    # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
     from reactchat.cli.tool_refs import configured_tools, offered_tools
     from reactchat.toolbox import calculator
 
@@ -150,6 +150,7 @@ def command_tools(model: str, tools: str | None = None, mcp: str | None = None) 
 def build_agent(args: argparse.Namespace) -> object:
     """The agent the command runs: the built-in tools, those of ``--tools`` and ``--mcp``,
     on the chosen model and store."""
+    # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
     from reactchat.agent import Agent
     from reactchat.toolbox import read_links_in_messages
 
@@ -163,6 +164,7 @@ def build_agent(args: argparse.Namespace) -> object:
         language=args.lang,
         plan=getattr(args, "plan", False),
     )
+    # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
     from reactchat.knowledge import attach
 
     attach(agent, retention=args.retention)  # uploaded files: search_files while they live
@@ -179,6 +181,7 @@ async def close_agent(agent: Any) -> None:
 
 
 async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
     from reactchat.agent import Agent
 
     agent = build_agent(args)
@@ -187,6 +190,7 @@ async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     session = args.session
     try:
         if args.file:
+            # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
             from reactchat.knowledge._cli import upload
 
             session = session or await agent.store.create_session()
@@ -213,12 +217,14 @@ async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 async def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
     from reactchat.agent import Agent
 
     agent = build_agent(args)
     assert isinstance(agent, Agent)
     trace = Trace(out, err)
     session = args.session
+    # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
     from reactchat.knowledge._cli import HELP, chat_command
 
     print(f"reactchat chat: /new starts a new session, /history shows it, {HELP}, /quit leaves.", file=out)
@@ -282,6 +288,7 @@ async def _chat_turn(agent: Any, text: str, session: str | None, trace: Trace, e
 
 async def _mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Serve the agent over stdio: stdout carries the MCP messages, so nothing else is printed."""
+    # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
     from reactchat.agent import Agent
     from reactchat.mcp._serve import serve_stdio
 
@@ -296,9 +303,11 @@ async def _mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     try:
+        # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
         from reactchat.server import serve
     except ImportError as exc:
         raise SystemExit(f"reactchat serve needs the server extra: pip install 'reactchat[server]' ({exc})") from None
+    # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
     from reactchat.cli.tool_refs import configured_tools
 
     serve(
@@ -318,6 +327,7 @@ def _serve(args: argparse.Namespace) -> int:
 async def _sessions(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.prune:
         return await _prune(args, out)
+    # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
     from reactchat.cli.report import sessions_table, summaries
     from reactchat.store import resolve_store
 
@@ -334,6 +344,7 @@ async def _sessions(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 async def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
     from reactchat.cli.report import session_json, session_markdown, session_tree
     from reactchat.engine.session import SessionState
     from reactchat.store import SessionNotFound, resolve_store
@@ -358,6 +369,7 @@ async def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 async def _prune(args: argparse.Namespace, out: TextIO) -> int:
     """``reactchat sessions --prune``: delete sessions idle for more than ``--older-than`` days."""
+    # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
     from reactchat.cli.retention import prune_sessions
     from reactchat.knowledge import KnowledgeBase
     from reactchat.store import resolve_store

@@ -27,6 +27,7 @@ class ToolReferenceError(ConfigError):
 
 def tools_by_reference(spec: str) -> list[Any]:
     """The tools named by ``module:name[,module:name...]``."""
+    # imported when a reference names it: the command starts without the rest
     from reactchat.agent import Agent
 
     found: list[Any] = []
@@ -61,6 +62,7 @@ def configured_tools(tools: str | None = None, mcp: str | None = None) -> list[A
     Raises ``ValueError`` subclasses naming what to fix (a bad reference, a bad
     mcpServers file, a search backend without its key or package).
     """
+    # imported when a reference names it: the command starts without the rest
     from reactchat.mcp import load_servers
     from reactchat.toolbox import ENV_SEARCH, fetch_url, resolve_backend, web_search
 
@@ -85,6 +87,7 @@ def offered_tools(model: object, tools: list[Any]) -> tuple[list[Any], bool]:
     Their links are still read, and naming the tool (``--tools
     reactchat.toolbox:fetch_url``) offers it anyway.
     """
+    # imported when a reference names it: the command starts without the rest
     from reactchat.models._embedded import EMBEDDED
     from reactchat.toolbox import fetch_url
 

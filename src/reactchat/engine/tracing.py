@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from reactchat.messages import Reply, Request, StopReason, TextPart, ToolCallPart, Usage
+from reactchat.tools import PauseForUser
 
 CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
 #: the instrumentation scope
@@ -371,8 +372,6 @@ class _Tool(ToolTrace):
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: Any) -> None:
         self._scope.__exit__(kind, error, tb)
         if error is not None and self.span.is_recording():
-            from reactchat.tools import PauseForUser
-
             if isinstance(error, PauseForUser):
                 self.span.set_attribute("reactchat.tool.paused", True)
             else:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import re
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -28,7 +27,7 @@ from fastapi import FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
@@ -42,7 +41,7 @@ from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
 from reactchat.server._guard import USER, Guard, Rate, owner
 from reactchat.server._lean import shortcut
-from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, errors, streamed
+from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, Body, error, errors, streamed
 from reactchat.server._takeover import follow_routes, stop, watch_abandoned
 from reactchat.server._turns import Turns, TurnStream, failure_event, pending_view, sse, summary
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
@@ -55,29 +54,6 @@ PAGE_HEADERS = {
         "form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
     )
 }
-
-
-class Body(BaseModel):
-    """A JSON request body: strings must be valid Unicode (a lone surrogate such as ``"\\ud800"``
-    is a 422 here, not a 500 when the text is stored or hashed)."""
-
-    @model_validator(mode="before")
-    @classmethod
-    def _valid_unicode(cls, data: Any) -> Any:
-        todo = [data]
-        while todo:
-            value = todo.pop()
-            if isinstance(value, str):
-                if _SURROGATE.search(value):
-                    raise ValueError("the text holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode")
-            elif isinstance(value, dict):
-                todo += [*value.keys(), *value.values()]
-            elif isinstance(value, list):
-                todo += value
-        return data
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class NewSession(Body):
@@ -225,11 +201,6 @@ def default_agent(config: ServerConfig, store: Store) -> Agent:
     if fetching:
         read_links_in_messages(agent)
     return agent
-
-
-def error(status: int, message: str, kind: str) -> JSONResponse:
-    """An error body in the OpenAI shape, so the official SDKs show the message."""
-    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
 
 
 def _error_handlers(app: FastAPI) -> None:

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from reactchat.errors import SessionNotFound
 from reactchat.messages import Event
-from reactchat.server._schema import GUARDED, errors
+from reactchat.server._schema import GUARDED, error, errors
 from reactchat.server._turns import summary
 from reactchat.store import SharedStore
 
@@ -64,8 +64,6 @@ def cancel_routes(app: FastAPI, server: Server) -> None:
         flight is closed, tools running in threads are abandoned, and the turn is recorded
         as ``cancelled`` with what it had observed. The session then takes the next message
         as a new turn."""
-        from reactchat.server._app import error
-
         if not await server.store.exists(session):
             raise SessionNotFound(session)
         if await server.turns.cancel(session):

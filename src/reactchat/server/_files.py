@@ -17,7 +17,7 @@ from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.responses import StreamingResponse
 from pydantic import BeforeValidator, Field
 
-from reactchat.server._schema import GUARDED, errors, streamed
+from reactchat.server._schema import GUARDED, error, errors, streamed
 from reactchat.server._turns import frame
 from reactchat.store import SessionNotFound
 
@@ -97,7 +97,6 @@ def file_view(info: Any) -> dict[str, Any]:
 
 def file_routes(app: FastAPI, server: Server) -> None:
     """``POST /v1/sessions/{id}/files`` and ``DELETE /v1/sessions/{id}/context``."""
-    from reactchat.server._app import error
 
     @app.post(
         "/v1/sessions/{session}/files",

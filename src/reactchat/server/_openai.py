@@ -72,9 +72,8 @@ from reactchat.messages import (
     UserEvent,
 )
 from reactchat.orchestration.plan import checklist
-from reactchat.server._app import Body
 from reactchat.server._guard import DERIVED_PREFIX, USER
-from reactchat.server._schema import GUARDED, HAS_USER_TEXT, SESSION_ID, SESSION_ID_RULE, errors, streamed
+from reactchat.server._schema import GUARDED, HAS_USER_TEXT, SESSION_ID, SESSION_ID_RULE, Body, error, errors, streamed
 from reactchat.server._turns import KEEPALIVE, Delta, Last, TurnFeed, TurnStream, failure_event, summary
 
 if TYPE_CHECKING:
@@ -140,7 +139,6 @@ def _answer_schema(body: ChatRequest) -> dict[str, Any] | None:
 
 def openai_routes(app: FastAPI, server: Server) -> None:
     """Register ``/v1/models`` and ``/v1/chat/completions``."""
-    from reactchat.server._app import error
 
     @app.get("/v1/models", responses=errors(*GUARDED))
     async def models() -> dict[str, Any]:

@@ -8,9 +8,11 @@ runs Schemathesis against a live server to keep the document and the server in s
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
-from pydantic import BaseModel
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, model_validator
 
 #: a session id a client may choose: 1-200 of ``A-Za-z0-9_.:-``, not starting with ``oa-`` (the
 #: prefix of ids the OpenAI endpoint derives), written without look-ahead for JSON Schema tools
@@ -109,3 +111,31 @@ HAS_USER_TEXT: dict[str, Any] = {
         },
     }
 }
+
+
+class Body(BaseModel):
+    """A JSON request body: strings must be valid Unicode (a lone surrogate such as ``"\\ud800"``
+    is a 422 here, not a 500 when the text is stored or hashed)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _valid_unicode(cls, data: Any) -> Any:
+        todo = [data]
+        while todo:
+            value = todo.pop()
+            if isinstance(value, str):
+                if _SURROGATE.search(value):
+                    raise ValueError("the text holds a lone surrogate (\\ud800-\\udfff), which is not valid Unicode")
+            elif isinstance(value, dict):
+                todo += [*value.keys(), *value.values()]
+            elif isinstance(value, list):
+                todo += value
+        return data
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def error(status: int, message: str, kind: str) -> JSONResponse:
+    """An error body in the OpenAI shape, so the official SDKs show the message."""
+    return JSONResponse({"error": {"message": message, "type": kind, "code": status}}, status_code=status)
