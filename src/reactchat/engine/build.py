@@ -3,6 +3,7 @@ the toolsets'), the transcript of the agent's protocol, its limits and where it 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +16,7 @@ from reactchat.protocols.base import Transcript
 from reactchat.protocols.native import SYSTEM, NativeTranscript
 from reactchat.protocols.react import ReactTranscript
 from reactchat.store import Store
-from reactchat.tools import toolset_tools
+from reactchat.tools import Effect, Tool, toolset_tools
 
 #: characters per token, for budgets given in tokens (a rough, model-agnostic estimate)
 CHARS_PER_TOKEN = 4
@@ -74,6 +75,8 @@ async def make_loop(
     tools = [*agent.tools, *await agent.hooks.tools_for(session, store)]
     if agent.toolsets:
         tools.extend(await toolset_tools(agent.toolsets, {t.name for t in tools}))
+    if agent.effects:
+        tools = [with_effect(t, agent.effects[t.name]) if t.name in agent.effects else t for t in tools]
     model = agent.model
     context = min(agent.context_tokens, model.context_tokens or agent.context_tokens) * CHARS_PER_TOKEN
     return Loop(
@@ -100,7 +103,16 @@ async def make_loop(
         output=output,
         message=question,
         release=release,
+        in_doubt=agent.in_doubt,
+        parallel_tools=agent.parallel_tools,
     )
+
+
+def with_effect(tool: Tool, effect: Effect) -> Tool:
+    """A copy of ``tool`` whose calls have the effect class ``effect`` (``Agent(effects=...)``)."""
+    copied = copy.copy(tool)
+    copied.effect = effect
+    return copied
 
 
 __all__ = ["CHARS_PER_TOKEN", "make_loop", "transcript"]

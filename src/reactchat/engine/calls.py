@@ -105,15 +105,18 @@ class Calls:
                         yield item
         except PauseForUser as pause:
             if may_ask:
-                yield await self.emit(
-                    QuestionEvent(
-                        call_id=call.call_id, question=pause.question, kind=pause.kind, trace=self.trace.traceparent
-                    )
-                )
+                yield await self.ask(call, pause)
                 return  # the observation is the user's answer, recorded on resume
             result = ToolResult(ONE_QUESTION, is_error=True)
         if result is not None:
             yield await self.observe(call, result, time.perf_counter() - started)
+
+    async def ask(self, call: Call, pause: PauseForUser) -> Event:
+        """Record the question a call asks the user (linked to this run's span for its resumption)."""
+        question = QuestionEvent(
+            call_id=call.call_id, question=pause.question, kind=pause.kind, trace=self.trace.traceparent
+        )
+        return await self.emit(question)
 
     async def run_call(self, call: Call) -> AsyncIterator[Event | ToolResult]:
         """Run one call: its ``ToolResult``, after the events of the run it starts when the tool
@@ -202,6 +205,13 @@ class Calls:
 
     # ------------------------------------------------------------------ approval
 
+    async def approved_run(self, call: Call) -> ToolResult:
+        """Run a call a human approved (or asked to run again after a crash)."""
+        try:
+            return await self.execute(call, approved=True)
+        except PauseForUser:
+            return ToolResult(ONE_QUESTION, is_error=True)
+
     def needs_approval(self, tool: Tool, arguments: dict[str, Any]) -> bool:
         """Whether a human must approve this call before it runs (the tool's or the agent's rule)."""
         rule = tool.approval
@@ -214,10 +224,7 @@ class Calls:
         verdict = approval.decide(reply, call.input)
         if not verdict.approved:
             return ToolResult(approval.refusal(verdict))
-        try:
-            result = await self.execute(Call(call.call_id, call.tool, verdict.arguments), approved=True)
-        except PauseForUser:
-            result = ToolResult(ONE_QUESTION, is_error=True)
+        result = await self.approved_run(Call(call.call_id, call.tool, verdict.arguments))
         if verdict.edited:
             result = ToolResult(approval.edited_note(verdict.arguments) + result.text, result.is_error, result.cut)
         return result

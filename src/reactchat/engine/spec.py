@@ -18,7 +18,7 @@ from reactchat.messages import AnswerEvent
 from reactchat.models import Model
 from reactchat.protocols.packs import PromptPack
 from reactchat.store import Store
-from reactchat.tools import Tool, Toolset
+from reactchat.tools import Effect, Tool, Toolset
 from reactchat.tools.threads import ToolThreads
 
 if TYPE_CHECKING:  # a type only: orchestration sits above the engine
@@ -92,6 +92,10 @@ class AgentSpec(Protocol):
     deps: Any
     services: dict[str, Any]
     approval: Policy | None
+    #: effect classes that override the tools' own, by tool name
+    effects: dict[str, Effect]
+    in_doubt: Literal["ask", "tell_model"]
+    parallel_tools: int
     output: Output | None
     threads: ToolThreads
     hooks: Hooks

@@ -66,7 +66,7 @@ class SubAgent(Tool):
             raise TypeError("a sub-agent runs inside its parent's loop (SubAgent.stream), not as a function")
 
         description = agent.description or f"The agent {agent.name}: give it a task, it answers."
-        super().__init__(delegate, name=agent.name, description=description, timeout=None, idempotent=True)
+        super().__init__(delegate, name=agent.name, description=description, timeout=None, effect="idempotent")
         self.agent = agent
         self.memory = memory
         #: the loop runs this tool through ``stream`` (its events are the parent's to yield)

@@ -357,7 +357,7 @@ def fetch_url_tool(policy: FetchPolicy | None = None, *, budget: int = DEFAULT_B
         hits = [h for h in await kb.search(ctx.session, query or info.name, k=50) if h.file_id == info.id]
         return intro + "\n" + render(query or info.name, hits[:5], budget)
 
-    return Tool(fetch_url, idempotent=True, timeout=DEFAULT_TIMEOUT * 2, max_chars=budget + 400)
+    return Tool(fetch_url, effect="read", timeout=DEFAULT_TIMEOUT * 2, max_chars=budget + 400)
 
 
 #: the built-in tool (public addresses only, or those in ``REACTCHAT_FETCH_ALLOW``)
