@@ -10,9 +10,11 @@ Fetching is SSRF-safe by default: only ``http``/``https``; the host name is reso
 here and every address it resolves to must be public (no loopback, private, link-local,
 cloud metadata, multicast or reserved address), checked again for every redirect, and
 the connection goes to the address that was checked (a second DNS answer cannot swap
-it). Bodies are capped in size and the whole fetch in time. ``FetchPolicy(allow=[...])``
-(or ``REACTCHAT_FETCH_ALLOW``) lists the networks and host names of an intranet that
-may be fetched anyway.
+it). Bodies are capped in size and the whole fetch in time. The cap counts decoded bytes
+before they are inflated: only gzip and deflate are offered and accepted, one layer, and
+decoded here with an output limit; redirects are followed here, their bodies unread.
+``FetchPolicy(allow=[...])`` (or ``REACTCHAT_FETCH_ALLOW``) lists the networks and host
+names of an intranet that may be fetched anyway.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import logging
 import os
 import re
 import socket
+import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -202,24 +205,38 @@ async def fetch(url: str, policy: FetchPolicy | None = None) -> Page:
     timeout = httpx.Timeout(min(10.0, policy.timeout), pool=policy.timeout)
     client = httpx.AsyncClient(
         transport=_transport(policy),
-        follow_redirects=True,
-        max_redirects=MAX_REDIRECTS,
         timeout=timeout,
         trust_env=False,
-        headers={"User-Agent": "reactchat (fetch_url)", "Accept": "text/html, application/pdf, text/plain;q=0.9"},
+        headers={
+            "User-Agent": "reactchat (fetch_url)",
+            "Accept": "text/html, application/pdf, text/plain;q=0.9",
+            "Accept-Encoding": ACCEPT_ENCODING,
+        },
         event_hooks={"request": [check_redirect]},
     )
     try:
-        async with asyncio.timeout(policy.timeout), client, client.stream("GET", url) as response:
-            return await _read(response, policy)
+        async with asyncio.timeout(policy.timeout), client:
+            return await _follow(client, client.build_request("GET", url), policy)
     except TimeoutError:
         raise FetchRefused(f"{url} did not answer within {policy.timeout:g} s") from None
-    except httpx.TooManyRedirects:
-        raise FetchRefused(f"{url} redirects more than {MAX_REDIRECTS} times") from None
     except httpx.UnsupportedProtocol:
         raise FetchRefused(f"{url} redirects to an address that is not http or https") from None
     except httpx.HTTPError as exc:
         raise FetchRefused(f"{url} could not be fetched ({type(exc).__name__}: {exc})") from None
+
+
+async def _follow(client: Any, request: Any, policy: FetchPolicy) -> Page:
+    """The answer to ``request`` after its redirects, followed here: httpx would read (and
+    inflate) a redirect's whole body before the next request, out of reach of any limit."""
+    for _ in range(MAX_REDIRECTS + 1):
+        response = await client.send(request, stream=True)
+        try:
+            if response.next_request is None:
+                return await _read(response, policy)
+            request = response.next_request
+        finally:
+            await response.aclose()
+    raise FetchRefused(f"{request.url} is reached by more than {MAX_REDIRECTS} redirects")
 
 
 async def _read(response: Any, policy: FetchPolicy) -> Page:
@@ -229,15 +246,70 @@ async def _read(response: Any, policy: FetchPolicy) -> Page:
     declared = response.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > policy.max_bytes:
         raise FetchRefused(f"{url} is {int(declared) / 2**20:.1f} MB, over the {_mb(policy.max_bytes)} limit")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():  # decoded: a compressed bomb is counted as it unpacks
-        size += len(chunk)
-        if size > policy.max_bytes:
-            raise FetchRefused(f"{url} is larger than the {_mb(policy.max_bytes)} limit")
-        chunks.append(chunk)
+    body = _Body(url, response.headers.get("content-encoding", ""), policy.max_bytes)
+    # raw bytes, decoded here with an output limit: httpx would inflate a whole network
+    # chunk before the size could be counted (64 KB of gzip is 64 MB of zeros)
+    async for chunk in response.aiter_raw():
+        body.feed(chunk)
     kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    return Page(url, kind, b"".join(chunks))
+    return Page(url, kind, body.data())
+
+
+class _Body:
+    """A body as it arrives, decoded (gzip or deflate, as offered) and refused past ``limit`` bytes
+    before a byte more than the limit is inflated."""
+
+    def __init__(self, url: str, encoding: str, limit: int) -> None:
+        codings = [c.strip().lower() for c in encoding.split(",") if c.strip().lower() not in ("", "identity")]
+        if len(codings) > 1:
+            raise FetchRefused(f"{url} is compressed more than once ({encoding}): refused, it is how bombs are made")
+        if codings and codings[0] not in _WBITS:
+            raise FetchRefused(f"{url} is compressed with {codings[0]}, which was not offered (only {ACCEPT_ENCODING})")
+        self.url, self.limit, self.size = url, limit, 0
+        self.coding = codings[0] if codings else None
+        self.inflate = zlib.decompressobj(_WBITS[self.coding]) if self.coding else None
+        self.started = False
+        self.chunks: list[bytes] = []
+
+    def feed(self, raw: bytes) -> None:
+        """Add the next raw bytes of the body; ``FetchRefused`` once it would pass the limit."""
+        if self.inflate is None:
+            self._keep(raw)
+            return
+        if not self.started and self.coding == "deflate" and raw:
+            self.started = True
+            if not _is_zlib(raw):  # "deflate" is zlib-wrapped by the standard; some servers send it raw
+                self.inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+        try:
+            while raw and not self.inflate.eof:
+                # never more out of one call than the room left (+1, to notice the overflow)
+                self._keep(self.inflate.decompress(raw, min(self.limit - self.size + 1, _PIECE)))
+                raw = self.inflate.unconsumed_tail
+        except zlib.error as exc:
+            raise FetchRefused(f"{self.url} sent a broken {self.coding} body ({exc})") from None
+
+    def _keep(self, piece: bytes) -> None:
+        self.size += len(piece)
+        if self.size > self.limit:
+            raise FetchRefused(f"{self.url} is larger than the {_mb(self.limit)} limit")
+        self.chunks.append(piece)
+
+    def data(self) -> bytes:
+        """The whole decoded body."""
+        return b"".join(self.chunks)
+
+
+#: the codings a fetch offers, each decoded with an output limit (brotli and zstd are not:
+#: their decoders here give no such limit, so a body in them is refused)
+ACCEPT_ENCODING = "gzip, deflate"
+_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+#: decoded bytes at most per call of the decoder
+_PIECE = 2**20
+
+
+def _is_zlib(head: bytes) -> bool:
+    """Whether a deflate body starts with a zlib header (RFC 1950: CM 8 and a check sum of 31)."""
+    return len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0
 
 
 def _mb(size: int) -> str:
