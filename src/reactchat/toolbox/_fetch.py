@@ -221,6 +221,8 @@ async def fetch(url: str, policy: FetchPolicy | None = None) -> Page:
         raise FetchRefused(f"{url} did not answer within {policy.timeout:g} s") from None
     except httpx.UnsupportedProtocol:
         raise FetchRefused(f"{url} redirects to an address that is not http or https") from None
+    except (httpx.InvalidURL, UnicodeError) as exc:  # IDNAError is a UnicodeError; so is an empty label
+        raise FetchRefused(f"{url!r} (or where it redirects) is not a valid URL ({exc})") from None
     except httpx.HTTPError as exc:
         raise FetchRefused(f"{url} could not be fetched ({type(exc).__name__}: {exc})") from None
 
@@ -384,7 +386,8 @@ def links_in(text: str) -> list[str]:
 def read_links_in_messages(agent: Agent, policy: FetchPolicy | None = None, *, limit: int = 3) -> None:
     """Read the links of each message that starts a turn into the session's files first,
     so the turn can search them (``search_files``) and cite them like uploads. A link
-    that is refused or fails is logged and skipped: the model can still try ``fetch_url``.
+    that is refused, cannot be parsed or fails is logged and skipped: the model can still
+    try ``fetch_url``.
     Needs ``reactchat.knowledge.attach(agent)``.
     """
 
@@ -398,6 +401,8 @@ def read_links_in_messages(agent: Agent, policy: FetchPolicy | None = None, *, l
                 await read_link(kb, session, url, policy)
             except (FetchRefused, FileRejected) as exc:
                 log.warning("the link %s in a message of session %s was not read: %s", url, session, exc)
+            except Exception:  # a link is a convenience: whatever else it breaks, the turn goes on
+                log.exception("the link %s in a message of session %s was not read", url, session)
 
     agent.hooks.new_message.append(read)
 
