@@ -10,11 +10,11 @@ from typing import Any
 
 import httpx
 import pytest
-from server_support import RuleModel, parse_sse, running
 
 from reactchat import Agent
 from reactchat.server import ServerConfig, create_app
 from reactchat.toolbox import FetchPolicy, FetchRefused, calculator, fetch, fetch_url_tool, read_links_in_messages
+from server_support import RuleModel, parse_sse, running
 
 UNPARSABLE = ["http://0177.0.0.1/", "http://1.2.3.04/", "http://a..b/", "http://xn--zz/", "http://①②⑦.0.0.1/"]
 

@@ -277,7 +277,11 @@ def _error_handlers(app: FastAPI) -> None:
     async def internal(request: Request, exc: Exception) -> Response:
         # the traceback goes to the server log; the client gets the kind of failure
         # (its text may hold paths, SQL or host names: those stay in the log)
-        return error(500, f"internal error ({type(exc).__name__}); the details are in the server log", "server")
+        response = error(500, f"internal error ({type(exc).__name__}); the details are in the server log", "server")
+        # said, so that no client sends its next request on it: uvicorn closes the
+        # connection of a request whose exception reached it, once this answer is sent
+        response.headers["Connection"] = "close"
+        return response
 
     app.add_exception_handler(ConnectionError, unavailable)
     app.add_exception_handler(Exception, internal)
@@ -329,7 +333,7 @@ def _session_routes(app: FastAPI, server: Server) -> None:
     async def get_session(session: str) -> dict[str, Any]:
         """The session's turns with their events, its status, the pending question and files."""
         if not await store.exists(session):
-            raise SessionNotFound(f"no session {session!r}")
+            raise SessionNotFound(session)
         return await session_view(server, session)
 
     @app.post(
