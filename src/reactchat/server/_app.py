@@ -34,6 +34,7 @@ from starlette.routing import Match
 
 from reactchat._tool_refs import close_tools, offered_tools
 from reactchat.agent import Agent
+from reactchat.errors import DiskFull
 from reactchat.report import turn_view
 from reactchat.retention import expire_sessions
 from reactchat.server._cancel import cancel_routes, watch_cancels
@@ -274,6 +275,9 @@ def _error_handlers(app: FastAPI) -> None:
     async def unavailable(request: Request, exc: Exception) -> Response:
         return error(503, f"the session store is unavailable: {exc}", "unavailable")
 
+    async def full(request: Request, exc: Exception) -> Response:
+        return error(507, str(exc), "insufficient_storage")
+
     async def internal(request: Request, exc: Exception) -> Response:
         # the traceback goes to the server log; the client gets the kind of failure
         # (its text may hold paths, SQL or host names: those stay in the log)
@@ -284,6 +288,7 @@ def _error_handlers(app: FastAPI) -> None:
         return response
 
     app.add_exception_handler(ConnectionError, unavailable)
+    app.add_exception_handler(DiskFull, full)
     app.add_exception_handler(Exception, internal)
     app.add_exception_handler(SessionNotFound, not_found)
     app.add_exception_handler(SessionBusy, busy)
