@@ -273,7 +273,7 @@ def _error_handlers(app: FastAPI) -> None:
         return response
 
     async def unavailable(request: Request, exc: Exception) -> Response:
-        return error(503, f"the session store is unavailable: {exc}", "unavailable")
+        return error(503, f"a database is unavailable: {exc}", "unavailable")
 
     async def full(request: Request, exc: Exception) -> Response:
         return error(507, str(exc), "insufficient_storage")
