@@ -264,7 +264,7 @@ class _Body:
     def __init__(self, url: str, encoding: str, limit: int) -> None:
         codings = [c.strip().lower() for c in encoding.split(",") if c.strip().lower() not in ("", "identity")]
         if len(codings) > 1:
-            raise FetchRefused(f"{url} is compressed more than once ({encoding}): refused, it is how bombs are made")
+            raise FetchRefused(f"{url} is compressed more than once ({encoding}); only one layer is read")
         if codings and codings[0] not in _WBITS:
             raise FetchRefused(f"{url} is compressed with {codings[0]}, which was not offered (only {ACCEPT_ENCODING})")
         self.url, self.limit, self.size = url, limit, 0
@@ -298,6 +298,8 @@ class _Body:
 
     def data(self) -> bytes:
         """The whole decoded body."""
+        if self.inflate is not None:
+            self._keep(self.inflate.flush())  # what zlib still holds: less than its window
         return b"".join(self.chunks)
 
 
