@@ -15,10 +15,11 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from starlette.exceptions import HTTPException
 
 from reactchat import Agent
 from reactchat.server import ServerConfig, create_app
-from reactchat.server._takeover import MAX_FOLLOWERS_PER_SESSION
+from reactchat.server._takeover import MAX_FOLLOWERS_PER_SESSION, Followers
 from server_support import RuleModel, parse_sse, running
 
 
@@ -87,10 +88,10 @@ def test_following_a_session_with_no_turn_ends_at_once_as_idle(server: str) -> N
     with httpx.Client(base_url=server, timeout=30) as client:
         session = client.post("/v1/sessions").json()["session"]
         started = time.monotonic()
-        followed = client.get(f"/v1/sessions/{session}/events")
+        frames = parse_sse(client.get(f"/v1/sessions/{session}/events").text)
         assert time.monotonic() - started < 2
-        assert parse_sse(followed.text) == [("end", parse_sse(followed.text)[-1][1])]
-        assert parse_sse(followed.text)[-1][1]["status"] == "idle"
+        assert [kind for kind, _ in frames] == ["end"]
+        assert frames[0][1]["status"] == "idle"
         done = client.post(f"/v1/sessions/{session}/messages", json={"message": "hi", "stream": False})
         assert done.json()["status"] == "done"
         after = parse_sse(client.get(f"/v1/sessions/{session}/events").text)
@@ -115,3 +116,16 @@ async def test_followers_are_bounded_per_session(server: str) -> None:
             await stream.__aexit__(None, None, None)
         await turn
         assert (await client.get(f"/v1/sessions/{session}/events")).status_code == 200
+
+
+def test_followers_are_bounded_per_client_across_sessions() -> None:
+    followers = Followers(per_session=2, per_client=3)
+    for session in ("a", "b", "c"):
+        followers.enter(session, "10.0.0.7")
+    with pytest.raises(HTTPException) as raised:
+        followers.enter("d", "10.0.0.7")
+    assert raised.value.status_code == 429
+    assert raised.value.detail == "this client already follows 3 sessions: close one first"
+    followers.enter("d", "10.0.0.8")  # another client is not held back
+    followers.leave("a", "10.0.0.7")
+    followers.enter("d", "10.0.0.7")
