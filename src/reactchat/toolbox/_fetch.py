@@ -25,13 +25,13 @@ import logging
 import os
 import re
 import socket
-import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from reactchat.errors import ReactchatError
+from reactchat.toolbox._inflate import ACCEPT_ENCODING, Body, BodyRefused
 from reactchat.tools import RunContext, Tool
 
 if TYPE_CHECKING:
@@ -248,72 +248,17 @@ async def _read(response: Any, policy: FetchPolicy) -> Page:
     declared = response.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > policy.max_bytes:
         raise FetchRefused(f"{url} is {int(declared) / 2**20:.1f} MB, over the {_mb(policy.max_bytes)} limit")
-    body = _Body(url, response.headers.get("content-encoding", ""), policy.max_bytes)
-    # raw bytes, decoded here with an output limit: httpx would inflate a whole network
-    # chunk before the size could be counted (64 KB of gzip is 64 MB of zeros)
-    async for chunk in response.aiter_raw():
-        body.feed(chunk)
+    try:
+        body = Body(response.headers.get("content-encoding", ""), policy.max_bytes)
+        # raw bytes, decoded here with an output limit: httpx would inflate a whole network
+        # chunk before the size could be counted (64 KB of gzip is 64 MB of zeros)
+        async for chunk in response.aiter_raw():
+            body.feed(chunk)
+        data = body.data()
+    except BodyRefused as exc:
+        raise FetchRefused(f"{url} {exc}") from None
     kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    return Page(url, kind, body.data())
-
-
-class _Body:
-    """A body as it arrives, decoded (gzip or deflate, as offered) and refused past ``limit`` bytes
-    before a byte more than the limit is inflated."""
-
-    def __init__(self, url: str, encoding: str, limit: int) -> None:
-        codings = [c.strip().lower() for c in encoding.split(",") if c.strip().lower() not in ("", "identity")]
-        if len(codings) > 1:
-            raise FetchRefused(f"{url} is compressed more than once ({encoding}); only one layer is read")
-        if codings and codings[0] not in _WBITS:
-            raise FetchRefused(f"{url} is compressed with {codings[0]}, which was not offered (only {ACCEPT_ENCODING})")
-        self.url, self.limit, self.size = url, limit, 0
-        self.coding = codings[0] if codings else None
-        self.inflate = zlib.decompressobj(_WBITS[self.coding]) if self.coding else None
-        self.started = False
-        self.chunks: list[bytes] = []
-
-    def feed(self, raw: bytes) -> None:
-        """Add the next raw bytes of the body; ``FetchRefused`` once it would pass the limit."""
-        if self.inflate is None:
-            self._keep(raw)
-            return
-        if not self.started and self.coding == "deflate" and raw:
-            self.started = True
-            if not _is_zlib(raw):  # "deflate" is zlib-wrapped by the standard; some servers send it raw
-                self.inflate = zlib.decompressobj(-zlib.MAX_WBITS)
-        try:
-            while raw and not self.inflate.eof:
-                # never more out of one call than the room left (+1, to notice the overflow)
-                self._keep(self.inflate.decompress(raw, min(self.limit - self.size + 1, _PIECE)))
-                raw = self.inflate.unconsumed_tail
-        except zlib.error as exc:
-            raise FetchRefused(f"{self.url} sent a broken {self.coding} body ({exc})") from None
-
-    def _keep(self, piece: bytes) -> None:
-        self.size += len(piece)
-        if self.size > self.limit:
-            raise FetchRefused(f"{self.url} is larger than the {_mb(self.limit)} limit")
-        self.chunks.append(piece)
-
-    def data(self) -> bytes:
-        """The whole decoded body."""
-        if self.inflate is not None:
-            self._keep(self.inflate.flush())  # what zlib still holds: less than its window
-        return b"".join(self.chunks)
-
-
-#: the codings a fetch offers, each decoded with an output limit (brotli and zstd are not:
-#: their decoders here give no such limit, so a body in them is refused)
-ACCEPT_ENCODING = "gzip, deflate"
-_WBITS = {"gzip": 16 + zlib.MAX_WBITS, "x-gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
-#: decoded bytes at most per call of the decoder
-_PIECE = 2**20
-
-
-def _is_zlib(head: bytes) -> bool:
-    """Whether a deflate body starts with a zlib header (RFC 1950: CM 8 and a check sum of 31)."""
-    return len(head) >= 2 and head[0] & 0x0F == 8 and (head[0] << 8 | head[1]) % 31 == 0
+    return Page(url, kind, data)
 
 
 def _mb(size: int) -> str:
