@@ -36,6 +36,7 @@ from reactchat.cli.report import turn_view
 from reactchat.cli.retention import expire_sessions
 from reactchat.cli.tool_refs import close_tools, offered_tools
 from reactchat.engine.session import SessionState
+from reactchat.errors import DiskFull
 from reactchat.server._cancel import cancel_routes, watch_cancels
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
@@ -243,14 +244,22 @@ def _error_handlers(app: FastAPI) -> None:
         return response
 
     async def unavailable(request: Request, exc: Exception) -> Response:
-        return error(503, f"the session store is unavailable: {exc}", "unavailable")
+        return error(503, f"a database is unavailable: {exc}", "unavailable")
+
+    async def full(request: Request, exc: Exception) -> Response:
+        return error(507, str(exc), "insufficient_storage")
 
     async def internal(request: Request, exc: Exception) -> Response:
         # the traceback goes to the server log; the client gets the kind of failure
         # (its text may hold paths, SQL or host names: those stay in the log)
-        return error(500, f"internal error ({type(exc).__name__}); the details are in the server log", "server")
+        response = error(500, f"internal error ({type(exc).__name__}); the details are in the server log", "server")
+        # said, so that no client sends its next request on it: uvicorn closes the
+        # connection of a request whose exception reached it, once this answer is sent
+        response.headers["Connection"] = "close"
+        return response
 
     app.add_exception_handler(ConnectionError, unavailable)
+    app.add_exception_handler(DiskFull, full)
     app.add_exception_handler(Exception, internal)
     app.add_exception_handler(SessionNotFound, not_found)
     app.add_exception_handler(SessionBusy, busy)
@@ -300,7 +309,7 @@ def _session_routes(app: FastAPI, server: Server) -> None:
     async def get_session(session: str) -> dict[str, Any]:
         """The session's turns with their events, its status, the pending question and files."""
         if not await store.exists(session):
-            raise SessionNotFound(f"no session {session!r}")
+            raise SessionNotFound(session)
         return await session_view(server, session)
 
     @app.post(

@@ -284,6 +284,12 @@ class PostgresStore:
             conn = self._idle.pop() if self._idle else await self._connect()
             try:
                 yield conn
+            except Exception as exc:
+                if not conn.broken:
+                    raise
+                # the server went away (a restart, a stop): the connection is dropped and the
+                # next call makes a new one; until then the database is unavailable (503)
+                raise ConnectionError(f"lost the connection to PostgreSQL at {_redact(self.url)}: {exc}") from exc
             finally:
                 if not conn.closed and not conn.broken:
                     self._idle.append(conn)

@@ -53,6 +53,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
+from reactchat.errors import DiskFull
 from reactchat.messages import Event, stored_event, stored_json
 from reactchat.store import SessionNotFound
 from reactchat.store import _migrations as migrations
@@ -238,12 +239,17 @@ class SqliteStore:
             await asyncio.shield(asyncio.wrap_future(self._last_step_done))
             self._writing = True
         try:
-            result = work(db)
+            try:
+                result = work(db)
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or self.path == ":memory:":
+                    raise
+                self._writing = False
+                result = await self._when_unlocked(work)
         except sqlite3.OperationalError as exc:
-            if not _busy(exc) or self.path == ":memory:":
-                raise
-            self._writing = False
-            result = await self._when_unlocked(work)
+            if _full(exc):  # the transaction was rolled back: say so, and which disk to free
+                raise DiskFull(self.path, _disk(self.path)) from exc
+            raise
         finally:
             self._writing = False
         if write:
@@ -704,6 +710,32 @@ def _immediate(db: sqlite3.Connection) -> Iterator[None]:
             db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+def _full(exc: sqlite3.OperationalError) -> bool:
+    """Whether the error is SQLITE_FULL: the disk (or the file system's quota) has no room."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF == sqlite3.SQLITE_FULL if code is not None else "disk is full" in str(exc)
+
+
+@contextlib.contextmanager
+def full_disk_said(path: str) -> Iterator[None]:
+    """SQLITE_FULL inside raised as ``DiskFull`` (naming ``path`` and its disk); for the other
+    SQLite files reactchat writes (the knowledge base's)."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if _full(exc):
+            raise DiskFull(path, _disk(path)) from exc
+        raise
+
+
+def _disk(path: str) -> str:
+    """The mount point of the file system that holds ``path``."""
+    place = Path(path).resolve().parent
+    while not os.path.ismount(place) and place != place.parent:
+        place = place.parent
+    return str(place)
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:
