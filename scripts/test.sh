@@ -1,10 +1,25 @@
 #!/usr/bin/env bash
 # The whole test suite: static checks, then pytest against real SQLite, a real
 # PostgreSQL (started here), the real llama.cpp model and a real Chromium.
+# With --fast: the static checks and the tests not marked slow (no server process,
+# browser, PostgreSQL or local model; tests/conftest.py says which), for the edit-test loop.
+# Any other argument goes to pytest.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if [ -z "${REACTCHAT_TEST_POSTGRES:-}" ]; then
+fast=false
+pytest_args=()
+for arg in "$@"; do
+    if [ "$arg" = "--fast" ]; then
+        fast=true
+    else
+        pytest_args+=("$arg")
+    fi
+done
+
+if [ "$fast" = true ]; then
+    pytest_args=(-m "not slow" "${pytest_args[@]}")
+elif [ -z "${REACTCHAT_TEST_POSTGRES:-}" ]; then
     REACTCHAT_TEST_POSTGRES=$(bash scripts/start-postgres.sh | tail -n 1)
     export REACTCHAT_TEST_POSTGRES
 fi
@@ -12,4 +27,4 @@ fi
 .venv/bin/ruff check src tests benchmarks
 .venv/bin/ruff format --check src tests benchmarks
 .venv/bin/mypy --strict src
-.venv/bin/python -m pytest "$@"
+.venv/bin/python -m pytest "${pytest_args[@]}"

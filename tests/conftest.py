@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
+import types
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,3 +98,77 @@ def store_url(request: pytest.FixtureRequest) -> str:
 
 
 # ================================================================ end of stores (issue 5)
+
+
+# ===================================================================== the slow marker
+# `scripts/test.sh --fast` runs `-m "not slow"`: everything but the tests that start a
+# server process, a browser, PostgreSQL or the local model. Which tests those are is read
+# from the code, not listed, so that a new test that starts a worker is slow without
+# anyone marking it: a test is slow when its function, one of its fixtures, or a function
+# of tests/ that they call names one of SLOW_NAMES, or when it runs on the postgres store.
+# SLOW_TESTS names the few whose cost the code does not show. Servers in a thread of the
+# test process (server_support.running, the replay servers) start in milliseconds and
+# stay in the fast set.
+
+TESTS = Path(__file__).resolve().parent
+SLOW_NAMES = frozenset(
+    {
+        "Popen",  # a process that serves: uvicorn workers, MCP and llama.cpp servers, `reactchat serve`
+        "sync_playwright",  # Chromium
+        "async_playwright",
+        "MCPServer",  # an MCP server process, over stdio or HTTP
+        "LocalModel",  # the llama.cpp model, loaded into this process
+        "postgres_server",  # the fixture every PostgreSQL test reaches
+    }
+)
+SLOW_TESTS = frozenset(
+    {
+        "test_the_readmes_first_command_answers_and_ends_normally",  # the local model, in the command's process
+        "test_the_packaged_minilm_model_finds_paraphrases",  # the embedding model, on torch
+        # many agent processes at once, killed at random points or racing for one session
+        "test_sigkill_at_random_points_leaves_every_session_recoverable",
+        "test_sigkill_at_random_points_of_plan_and_execute_runs",
+        "test_twenty_processes_answer_at_once",
+    }
+)
+
+
+def _names_reached(function: object, seen: set[object]) -> Iterator[str]:
+    """The global and attribute names that ``function`` and the functions of tests/ it calls use."""
+    function = inspect.unwrap(function) if callable(function) else function  # a fixture wraps its function
+    code = getattr(function, "__code__", None)
+    if not isinstance(code, types.CodeType) or function in seen or not Path(code.co_filename).is_relative_to(TESTS):
+        return
+    seen.add(function)
+    namespace = getattr(function, "__globals__", {})
+    codes = [code]
+    while codes:  # nested functions, lambdas and comprehensions have code objects of their own
+        current = codes.pop()
+        codes += [const for const in current.co_consts if isinstance(const, types.CodeType)]
+        for name in current.co_names:
+            yield name
+            yield from _names_reached(namespace.get(name), seen)
+
+
+def _is_slow(item: pytest.Function) -> bool:
+    """Whether ``item`` starts one of the slow parts (see SLOW_NAMES and SLOW_TESTS)."""
+    if item.originalname in SLOW_TESTS:
+        return True
+    params = item.callspec.params if hasattr(item, "callspec") else {}
+    if "postgres" in (params.get("durable_url"), params.get("store_url")):
+        return True  # these fixtures reach postgres_url at run time, by a name in no signature
+    names = set(item.fixturenames)  # every fixture the test reaches, postgres_server among them
+    seen: set[object] = set()
+    for part in [item.function, *(getattr(item.module, name, None) for name in item.fixturenames)]:
+        names.update(_names_reached(part, seen))
+    return not SLOW_NAMES.isdisjoint(names)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark slow every test that starts a server process, a browser, PostgreSQL or the local model."""
+    for item in items:
+        if isinstance(item, pytest.Function) and _is_slow(item):
+            item.add_marker(pytest.mark.slow)
+
+
+# ============================================================== end of the slow marker
