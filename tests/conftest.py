@@ -101,34 +101,33 @@ def store_url(request: pytest.FixtureRequest) -> str:
 
 
 # ===================================================================== the slow marker
-# `scripts/test.sh --fast` runs `-m "not slow"`: everything but the tests that start a
-# server process, a browser, PostgreSQL or the local model. Which tests those are is read
-# from the code, not listed, so that a new test that starts a worker is slow without
-# anyone marking it: a test is slow when its function, one of its fixtures, or a function
-# of tests/ that they call names one of SLOW_NAMES, or when it runs on the postgres store.
-# SLOW_TESTS names the few whose cost the code does not show. Servers in a thread of the
-# test process (server_support.running, the replay servers) start in milliseconds and
-# stay in the fast set.
+# `scripts/test.sh --fast` runs `-m "not slow"`: the tests that run inside the pytest
+# process. Slow are those that start another process (a server, the command, a child
+# agent, an MCP server, Chromium), PostgreSQL, the local model or the embedding model.
+# Most are found in the code rather than listed, so that a new test that starts a worker
+# is slow without anyone marking it: a test is slow when its function, one of its
+# fixtures, or a function of tests/ that they call names one of SLOW_NAMES, or when it
+# runs on the postgres store. SLOW_TESTS names the few whose cost the code does not show;
+# a module whose processes the library starts says `pytestmark = pytest.mark.slow`.
+# Servers in a thread of the test process (server_support.running, the replay servers)
+# start in milliseconds and stay in the fast set.
 
 TESTS = Path(__file__).resolve().parent
 SLOW_NAMES = frozenset(
     {
-        "Popen",  # a process that serves: uvicorn workers, MCP and llama.cpp servers, `reactchat serve`
+        "subprocess",  # the command, a uvicorn worker, a child agent, `reactchat serve`, a llama.cpp server
+        "Popen",
+        "create_subprocess_exec",
+        "MCPServer",  # an MCP server process, over stdio or HTTP
         "sync_playwright",  # Chromium
         "async_playwright",
-        "MCPServer",  # an MCP server process, over stdio or HTTP
         "LocalModel",  # the llama.cpp model, loaded into this process
         "postgres_server",  # the fixture every PostgreSQL test reaches
     }
 )
 SLOW_TESTS = frozenset(
     {
-        "test_the_readmes_first_command_answers_and_ends_normally",  # the local model, in the command's process
         "test_the_packaged_minilm_model_finds_paraphrases",  # the embedding model, on torch
-        # many agent processes at once, killed at random points or racing for one session
-        "test_sigkill_at_random_points_leaves_every_session_recoverable",
-        "test_sigkill_at_random_points_of_plan_and_execute_runs",
-        "test_twenty_processes_answer_at_once",
     }
 )
 
@@ -165,7 +164,7 @@ def _is_slow(item: pytest.Function) -> bool:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark slow every test that starts a server process, a browser, PostgreSQL or the local model."""
+    """Mark slow every test that starts another process, PostgreSQL or a model (see SLOW_NAMES)."""
     for item in items:
         if isinstance(item, pytest.Function) and _is_slow(item):
             item.add_marker(pytest.mark.slow)
