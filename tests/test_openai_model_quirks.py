@@ -195,3 +195,18 @@ async def test_an_overloaded_server_saying_the_same_thing_is_still_retried(serve
     server.push(Canned(503, busy), Canned(503, busy), Canned(body=openai_completion("back")))
     assert await ask(make(server, retries=3)) == "back"
     assert len(server.requests) == 3
+
+
+async def test_tool_calls_that_finish_with_stop_are_still_tool_use(server: ReplayServer) -> None:
+    call = openai_call("c1", "calculator", '{"expression": "12*7"}')
+    server.push(Canned(body=openai_completion(tool_calls=[call], finish="stop")))  # as Ollama says it
+    reply = await make(server).complete(Request(messages=[UserMessage(content="?")], tools=[CALC]))
+    assert reply.stop_reason == "tool_use" and reply.tool_calls[0].name == "calculator"
+
+
+async def test_stream_options_refused_is_dropped_and_remembered(server: ReplayServer) -> None:
+    refusal = openai_error("Unrecognized request argument supplied: stream_options", "invalid_request_error", None)
+    server.push(Canned(400, refusal), Canned(sse=openai_stream(["one"])), Canned(sse=openai_stream(["two"])))
+    model = make(server, stream=True)
+    assert await ask(model) == "one" and await ask(model) == "two"
+    assert [("stream_options" in r.json) for r in server.requests] == [True, False, False]
