@@ -1,0 +1,157 @@
+"""``reactchat.a2a.RemoteAgent``: a remote A2A agent as a sub-agent of a reactchat agent, the
+remote being a real ``reactchat serve`` app or an agent built with the SDK's own server
+classes, each on uvicorn on loopback."""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("a2a", reason="the a2a extra is not installed: pip install 'reactchat[a2a]'")
+
+from a2a.server.agent_execution import AgentExecutor, RequestContext
+from a2a.server.events import EventQueue
+from a2a.server.request_handlers import DefaultRequestHandler
+from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
+from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.types.a2a_pb2 import (
+    TASK_STATE_WORKING,
+    AgentCapabilities,
+    AgentCard,
+    AgentInterface,
+    AgentSkill,
+    Part,
+    Task,
+    TaskStatus,
+)
+from starlette.applications import Starlette
+
+from reactchat import Agent
+from reactchat.a2a import RemoteAgent
+from reactchat.messages import AnswerEvent, Event, QuestionEvent, Reply, Request, TextPart, ThoughtEvent
+from server_support import make_app, running
+
+
+class Delegating:
+    """A text-ReAct model that hands the user's message to ``tool`` and answers with what it said."""
+
+    name = "delegating"
+    supports_tools = False
+    context_tokens = None
+
+    def __init__(self, tool: str) -> None:
+        self.tool = tool
+
+    async def complete(self, request: Request) -> Reply:
+        question = str(getattr(request.messages[1], "content", "")).rsplit("Question:", 1)[-1].strip()
+        seen = re.findall(r"Observation: (.*?)\nThought:", str(getattr(request.messages[-1], "text", "")), re.S)
+        if not seen:
+            text = f" Ask it.\nAction: {self.tool}\nAction Input: {json.dumps({'task': question})}"
+        else:
+            text = f" It answered.\nFinal Answer: {seen[-1]}"
+        return Reply(parts=[TextPart(text=text)])
+
+
+async def turn(agent: Agent, message: str, session: str) -> list[Event]:
+    """The events of one turn of ``session`` (created when new)."""
+    if not await agent.store.exists(session):
+        await agent.store.create_session(session)
+    return [event async for event in agent.turn(message, session)]
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'parent.db'}"
+
+
+async def test_a_remote_reactchat_agent_asks_and_the_parents_next_message_answers(store: str) -> None:
+    with running(make_app(token="remote-token")) as base:
+        geo = await RemoteAgent.discover(base, token="remote-token")
+        assert geo.name == "reactchat" and geo.description.startswith("The reactchat agent")  # from its card
+        parent = Agent(name="boss", model=Delegating(geo.name), tools=[geo], store=store)
+        first = await turn(parent, "how far is Paris?", "trip")
+        nested = [e for e in first if e.agent == "boss/reactchat"]
+        assert any(isinstance(e, ThoughtEvent) and e.text.startswith("Action: ask_user") for e in nested)
+        asked = first[-1]
+        assert isinstance(asked, QuestionEvent) and asked.question == "Where are you?"
+        assert asked.agent == "boss/reactchat"  # a question of the parent's turn, asked below it
+        state = await parent.state("trip")
+        assert state.last is not None and state.last.status == "waiting"
+
+        second = await turn(parent, "Lyon", "trip")
+        answer = second[-1]
+        assert isinstance(answer, AnswerEvent) and answer.agent == "boss"
+        assert answer.text == "From Lyon, Paris is 400 km away."
+        assert state.last.index == (await parent.state("trip")).last.index  # one turn, as one remote task
+
+
+async def test_an_unreachable_remote_agent_is_an_error_observation(store: str) -> None:
+    with running(make_app()) as base:
+        pass  # the server is gone: its port refuses
+    remote = RemoteAgent(base, name="gone")
+    parent = Agent(model=Delegating("gone"), tools=[remote], store=store)
+    events = await turn(parent, "anything", "s")
+    answer = events[-1]
+    assert isinstance(answer, AnswerEvent) and answer.text.startswith("Error: gone at http://127.0.0.1:")
+
+
+class UnitAgent(AgentExecutor):
+    """An agent made with the SDK's server classes: it says it is working, asks for the unit,
+    then answers with the distance in it."""
+
+    async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
+        assert context.task_id is not None and context.context_id is not None
+        updater = TaskUpdater(event_queue, context.task_id, context.context_id)
+        if context.current_task is None:
+            status = TaskStatus(state=TASK_STATE_WORKING)
+            await event_queue.enqueue_event(Task(id=context.task_id, context_id=context.context_id, status=status))
+            await updater.start_work(updater.new_agent_message([Part(text="Measuring the road.")]))
+            await updater.requires_input(updater.new_agent_message([Part(text="In which unit?")]))
+            return
+        unit = context.get_user_input()
+        await updater.add_artifact([Part(text=f"465 {unit}")], name="distance")
+        await updater.complete()
+
+    async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
+        raise NotImplementedError
+
+
+@pytest.fixture
+def sdk_agent() -> Iterator[str]:
+    app: Any = Starlette()  # routes added once running: the card names the server's URL
+    with running(app) as base:
+        card = AgentCard(
+            name="Distances",
+            description="Road distances between cities.",
+            version="1",
+            supported_interfaces=[AgentInterface(url=f"{base}/", protocol_binding="JSONRPC", protocol_version="1.0")],
+            capabilities=AgentCapabilities(streaming=True),
+            default_input_modes=["text/plain"],
+            default_output_modes=["text/plain"],
+            skills=[AgentSkill(id="distance", name="distance", description="km between cities", tags=["road"])],
+        )
+        handler = DefaultRequestHandler(agent_executor=UnitAgent(), task_store=InMemoryTaskStore(), agent_card=card)
+        app.router.routes.extend([*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")])
+        yield base
+
+
+async def test_an_agent_built_with_the_sdk_asks_and_the_parents_next_message_answers(
+    sdk_agent: str, store: str
+) -> None:
+    remote = await RemoteAgent.discover(sdk_agent)
+    assert remote.name == "Distances" and remote.description == "Road distances between cities."
+    parent = Agent(name="boss", model=Delegating("Distances"), tools=[remote], store=store)
+    first = await turn(parent, "how far from Paris to Lyon?", "road")
+    assert [e.text for e in first if isinstance(e, ThoughtEvent) and e.agent == "boss/Distances"] == [
+        "Measuring the road."
+    ]
+    asked = first[-1]
+    assert isinstance(asked, QuestionEvent) and asked.question == "In which unit?"
+    second = await turn(parent, "km", "road")
+    answer = second[-1]
+    assert isinstance(answer, AnswerEvent) and answer.text == "465 km"
