@@ -14,12 +14,16 @@ import pytest
 
 pytest.importorskip("a2a", reason="the a2a extra is not installed: pip install 'reactchat[a2a]'")
 
+import httpx
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
 from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
 from a2a.types.a2a_pb2 import (
+    TASK_STATE_COMPLETED,
+    TASK_STATE_INPUT_REQUIRED,
     TASK_STATE_WORKING,
     AgentCapabilities,
     AgentCard,
@@ -34,7 +38,9 @@ from starlette.applications import Starlette
 from reactchat import Agent
 from reactchat.a2a import RemoteAgent
 from reactchat.messages import AnswerEvent, Event, QuestionEvent, Reply, Request, TextPart, ThoughtEvent
+from reactchat.server import ServerConfig, create_app
 from server_support import make_app, running
+from test_a2a_server import ask, said
 
 
 class Delegating:
@@ -155,3 +161,28 @@ async def test_an_agent_built_with_the_sdk_asks_and_the_parents_next_message_ans
     second = await turn(parent, "km", "road")
     answer = second[-1]
     assert isinstance(answer, AnswerEvent) and answer.text == "465 km"
+
+
+async def test_from_the_sdk_client_a_question_of_the_remote_agent_two_servers_away() -> None:
+    """SDK client → a reactchat server whose agent delegates → a remote reactchat server that asks."""
+    with running(make_app()) as remote_url:
+
+        def boss(store: Any) -> Agent:
+            return Agent(name="boss", model=Delegating("geo"), tools=[RemoteAgent(remote_url, name="geo")], store=store)
+
+        with running(create_app(boss, config=ServerConfig(model="rules", store="memory:"))) as url:
+            async with httpx.AsyncClient(timeout=30) as http:
+                card = await A2ACardResolver(http, url).get_agent_card()
+                assert [s.id for s in card.skills] == ["geo", "ask_user"]
+                sdk = ClientFactory(ClientConfig(httpx_client=http)).create(card)
+                first = [r async for r in sdk.send_message(ask("how far is Paris?"))]
+                steps = [said(r.status_update.status.message) for r in first if r.HasField("status_update")]
+                assert "[geo] Task: how far is Paris?" in steps  # the remote's steps, labelled
+                assert "[geo] Thought: Action: ask_user" in "\n".join(steps)
+                asked = first[-1].status_update
+                assert asked.status.state == TASK_STATE_INPUT_REQUIRED
+                assert said(asked.status.message) == "Where are you?"
+                task = first[0].task
+                second = [r async for r in sdk.send_message(ask("Lyon", task=task.id, context=task.context_id))]
+    assert second[-1].status_update.status.state == TASK_STATE_COMPLETED
+    assert said(second[-1].status_update.status.message) == "From Lyon, Paris is 400 km away."

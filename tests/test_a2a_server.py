@@ -29,7 +29,10 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import A2AError
 
-from server_support import make_app, running
+from reactchat import Agent
+from reactchat.server import ServerConfig, create_app
+from reactchat.toolbox import calculator
+from server_support import RuleModel, make_app, running
 
 USERS = {"alice": "alice-token", "bob": "bob-token"}
 
@@ -159,3 +162,17 @@ async def test_cancel_stops_a_running_task_and_refuses_a_finished_one(url: str) 
         assert rest[-1].status_update.status.state == TASK_STATE_CANCELED
         with pytest.raises(A2AError, match="not running"):
             await agent.cancel_task(CancelTaskRequest(id=task.id))
+
+
+async def test_an_approval_makes_the_task_wait_and_the_next_message_decides_it() -> None:
+    def agent(store: Any) -> Agent:
+        return Agent(model=RuleModel(), tools=[calculator], store=store, approval=lambda name, _: name == "calculator")
+
+    with running(create_app(agent, config=ServerConfig(model="rules", store="memory:"))) as base:
+        async with client(base, streaming=False) as remote:
+            [first] = [r async for r in remote.send_message(ask("compute 2+3"))]
+            task = first.task
+            assert task.status.state == TASK_STATE_INPUT_REQUIRED
+            assert "calculator" in said(task.status.message)
+            [second] = [r async for r in remote.send_message(ask("yes", task=task.id, context=task.context_id))]
+    assert second.task.status.state == TASK_STATE_COMPLETED and said(second.task.artifacts[0]) == "5"

@@ -119,8 +119,9 @@ class RemoteAgent(Tool):
 
     async def _delegate(self, call: Call, parent: Loop, task: str) -> AsyncIterator[Event | ToolResult]:
         nested = f"{parent.run}/{call.call_id}" if parent.run else call.call_id
-        where: dict[str, Any] = {"session": parent.session, "turn": parent.turn, "step": parent.step}
-        where |= {"agent": f"{parent.agent}/{self.name}", "run": nested}  # the nested run's place
+        # the nested run's place; its task is step 0 and the rest step 1 (a reply, not a task)
+        where: dict[str, Any] = {"session": parent.session, "turn": parent.turn, "step": 1}
+        where |= {"agent": f"{parent.agent}/{self.name}", "run": nested}
         mine = [e for e in parent.stored if e.run == nested]
         answer = next((e for e in mine if isinstance(e, AnswerEvent)), None)
         if answer is not None:  # answered before a crash: the same answer again
@@ -139,7 +140,7 @@ class RemoteAgent(Tool):
                 observed = ObservationEvent(call_id=question.call_id, tool=self.name, text=reply, **where)
                 yield await _append(parent, observed)
         elif not mine:
-            yield await _append(parent, UserEvent(text=task, **where))
+            yield await _append(parent, UserEvent(text=task, **{**where, "step": 0}))
         async for item in self._exchange(message, where, parent, len(mine)):
             yield item
 
