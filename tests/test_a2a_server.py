@@ -3,6 +3,7 @@ real uvicorn on loopback (the rule model of ``server_support``)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -176,3 +177,17 @@ async def test_an_approval_makes_the_task_wait_and_the_next_message_decides_it()
             assert "calculator" in said(task.status.message)
             [second] = [r async for r in remote.send_message(ask("yes", task=task.id, context=task.context_id))]
     assert second.task.status.state == TASK_STATE_COMPLETED and said(second.task.artifacts[0]) == "5"
+
+
+async def test_a_polling_client_gets_the_task_at_once_then_follows_it_with_get(url: str) -> None:
+    async with httpx.AsyncClient(timeout=30) as http:
+        card = await A2ACardResolver(http, url).get_agent_card()
+        polling = ClientFactory(ClientConfig(httpx_client=http, streaming=False, polling=True)).create(card)
+        [response] = [r async for r in polling.send_message(ask("slow: compute 3*3"))]
+        assert response.task.status.state == TASK_STATE_WORKING
+        for _ in range(100):
+            task = await polling.get_task(GetTaskRequest(id=response.task.id))
+            if task.status.state != TASK_STATE_WORKING:
+                break
+            await asyncio.sleep(0.1)
+    assert task.status.state == TASK_STATE_COMPLETED and said(task.artifacts[0]) == "9"

@@ -137,9 +137,13 @@ class TurnTasks(RequestHandler):
         self.server = server
 
     async def on_message_send(self, params: SendMessageRequest, context: ServerCallContext) -> Task:
-        """Run a turn (or answer the task's question) and answer with the task once it waits or ends."""
+        """Run a turn (or answer the task's question) and answer with the task once it waits or
+        ends; with ``returnImmediately``, once it started (the client then polls with tasks/get)."""
         with _errors():
             session, feed = await self._start(params, context)
+            if params.configuration.return_immediately:  # the turn goes on in its own task
+                events = await self.server.store.events(session)
+                return turn_task((await self._turn(session, events[-1].turn))[0], session, running=True)
             events, failure = await feed.events()
             found, _ = await self._turn(session, events[-1].turn if events else 0)
             task = turn_task(found, session, running=False)
