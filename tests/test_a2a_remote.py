@@ -4,6 +4,7 @@ classes, each on uvicorn on loopback."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections.abc import Iterator
@@ -186,3 +187,24 @@ async def test_from_the_sdk_client_a_question_of_the_remote_agent_two_servers_aw
                 second = [r async for r in sdk.send_message(ask("Lyon", task=task.id, context=task.context_id))]
     assert second[-1].status_update.status.state == TASK_STATE_COMPLETED
     assert said(second[-1].status_update.status.message) == "From Lyon, Paris is 400 km away."
+
+
+async def test_stopping_the_parents_turn_cancels_the_remote_task(store: str) -> None:
+    with running(make_app()) as base:
+        parent = Agent(model=Delegating("geo"), tools=[RemoteAgent(base, name="geo")], store=store)
+        await parent.store.create_session("s")
+        started = asyncio.Event()
+
+        async def run() -> None:
+            async for event in parent.turn("slow: compute 3*3", "s"):
+                if event.agent.endswith("/geo") and isinstance(event, ThoughtEvent):
+                    started.set()  # the remote agent is at work
+
+        running_turn = asyncio.create_task(run())
+        await asyncio.wait_for(started.wait(), 10)
+        running_turn.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running_turn
+        async with httpx.AsyncClient() as http:
+            [remote] = (await http.get(f"{base}/v1/sessions")).json()["sessions"]
+    assert remote["status"] == "cancelled"
