@@ -38,7 +38,16 @@ from starlette.applications import Starlette
 
 from reactchat import Agent
 from reactchat.a2a import RemoteAgent
-from reactchat.messages import AnswerEvent, Event, QuestionEvent, Reply, Request, TextPart, ThoughtEvent
+from reactchat.messages import (
+    AnswerEvent,
+    Event,
+    ObservationEvent,
+    QuestionEvent,
+    Reply,
+    Request,
+    TextPart,
+    ThoughtEvent,
+)
 from reactchat.server import ServerConfig, create_app
 from server_support import make_app, running
 from test_a2a_server import ask, said
@@ -208,3 +217,12 @@ async def test_stopping_the_parents_turn_cancels_the_remote_task(store: str) -> 
         async with httpx.AsyncClient() as http:
             [remote] = (await http.get(f"{base}/v1/sessions")).json()["sessions"]
     assert remote["status"] == "cancelled"
+
+
+async def test_a_remote_task_that_fails_is_an_error_observation_with_its_reason(store: str) -> None:
+    with running(make_app()) as base:
+        parent = Agent(model=Delegating("geo"), tools=[RemoteAgent(base, name="geo")], store=store)
+        events = await turn(parent, "fail at once", "s")
+    [observation] = [e for e in events if isinstance(e, ObservationEvent) and e.tool == "geo"]
+    assert observation.is_error
+    assert observation.text == "Error: geo failed: ModelError: the rule model was told to fail"

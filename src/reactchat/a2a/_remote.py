@@ -45,6 +45,7 @@ from a2a.types.a2a_pb2 import (
     TaskState,
     TaskStatus,
 )
+from a2a.utils.errors import A2AError
 
 from reactchat.core import ToolResult
 from reactchat.messages import ActionEvent, AnswerEvent, Event, ObservationEvent, QuestionEvent, ThoughtEvent, UserEvent
@@ -54,7 +55,7 @@ if TYPE_CHECKING:
     from reactchat.core import Call
     from reactchat.loop import Loop
 
-#: the states after which the remote task takes no more messages
+#: the states that end an exchange with neither an answer nor a question, as the parent is told
 _ENDED = {
     TASK_STATE_FAILED: "failed",
     TASK_STATE_CANCELED: "was cancelled",
@@ -163,7 +164,7 @@ class RemoteAgent(Tool):
                     with contextlib.suppress(Exception):
                         await asyncio.shield(client.cancel_task(CancelTaskRequest(id=exchange.task)))
                 raise
-            except Exception as error:  # the remote agent is unreachable or broke the protocol
+            except (A2AError, httpx.HTTPError, ValueError) as error:  # unreachable, refused, or off the protocol
                 yield ToolResult(f"Error: {self.name} at {self.url} failed: {type(error).__name__}: {error}", True)
                 return
         if exchange.state == TASK_STATE_INPUT_REQUIRED:
@@ -174,12 +175,12 @@ class RemoteAgent(Tool):
             await parent.store.append(action, question)
             yield action
             yield question
-        elif exchange.state == TASK_STATE_COMPLETED or exchange.state is None:
+        elif exchange.state == TASK_STATE_COMPLETED or exchange.message is not None:
             text = exchange.answer()
             yield await _append(parent, AnswerEvent(text=text, **where))
             yield ToolResult(text)
         else:
-            why = _ENDED.get(exchange.state, "stopped")
+            why = _ENDED.get(exchange.state, "stopped") if exchange.state is not None else "answered nothing"
             yield ToolResult(f"Error: {self.name} {why}: {exchange.said}".rstrip(": "), True)
 
     def _http(self) -> httpx.AsyncClient:
