@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -33,7 +34,7 @@ from a2a.utils.errors import A2AError
 from reactchat import Agent
 from reactchat.server import ServerConfig, create_app
 from reactchat.toolbox import calculator
-from server_support import RuleModel, make_app, running
+from server_support import RuleModel, make_app, running, start_worker, stop_workers
 
 USERS = {"alice": "alice-token", "bob": "bob-token"}
 
@@ -191,3 +192,21 @@ async def test_a_polling_client_gets_the_task_at_once_then_follows_it_with_get(u
                 break
             await asyncio.sleep(0.1)
     assert task.status.state == TASK_STATE_COMPLETED and said(task.artifacts[0]) == "9"
+
+
+async def test_any_worker_answers_for_any_task(durable_url: str, tmp_path: Path) -> None:
+    """Asked on one worker, answered on another, read back on the first: all from the store."""
+    started = [start_worker(durable_url, tmp_path / f"worker{n}.log") for n in range(2)]
+    try:
+        (_, one), (_, two) = started
+        async with client(one) as first, client(two) as second:
+            asked = [r async for r in first.send_message(ask("how far is Paris?"))]
+            task = asked[0].task
+            assert asked[-1].status_update.status.state == TASK_STATE_INPUT_REQUIRED
+            answered = [r async for r in second.send_message(ask("Lyon", task=task.id, context=task.context_id))]
+            assert answered[-1].status_update.status.state == TASK_STATE_COMPLETED
+            done = await first.get_task(GetTaskRequest(id=task.id))
+    finally:
+        stop_workers(started)
+    assert said(done.artifacts[0]) == "From Lyon, Paris is 400 km away."
+    assert [said(m) for m in done.history] == ["how far is Paris?", "Where are you?", "Lyon"]
