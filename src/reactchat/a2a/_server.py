@@ -59,6 +59,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
+from reactchat import __version__
 from reactchat.a2a._tasks import answer_artifact, parse_task_id, status, task_id, text_of, turn_status, turn_task
 from reactchat.loop import SHUTDOWN
 from reactchat.messages import Event, QuestionEvent
@@ -91,7 +92,7 @@ def a2a_routes(app: FastAPI, server: Server) -> None:
 
     for path in CARD_PATHS:
         app.add_api_route(path, card, methods=["GET"], include_in_schema=False)
-    builder = _Context()
+    builder = _CallContext()
     app.router.routes.extend(create_jsonrpc_routes(TurnTasks(server), RPC_PATH, builder, enable_v0_3_compat=True))
 
 
@@ -104,7 +105,7 @@ def agent_card(server: Server, base: str) -> AgentCard:
     card = AgentCard(
         name=agent.name,
         description=agent.description or f"The reactchat agent {agent.name}: send it a task, it answers.",
-        version="0.1.0",
+        version=__version__,
         supported_interfaces=[
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="1.0"),
             AgentInterface(url=url, protocol_binding="JSONRPC", protocol_version="0.3"),
@@ -121,7 +122,7 @@ def agent_card(server: Server, base: str) -> AgentCard:
     return card
 
 
-class _Context(DefaultServerCallContextBuilder):
+class _CallContext(DefaultServerCallContextBuilder):
     """The SDK's call context, with the request (its caller, as the guard found it)."""
 
     def build(self, request: Any) -> ServerCallContext:
