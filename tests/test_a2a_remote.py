@@ -99,11 +99,17 @@ async def test_a_remote_reactchat_agent_asks_and_the_parents_next_message_answer
         state = await parent.state("trip")
         assert state.last is not None and state.last.status == "waiting"
 
+        await parent.store.close()
+
+        # the answer reaches another process's agent: nothing but the store carries the wait over
+        later = RemoteAgent(base, name="reactchat", token="remote-token")
+        parent = Agent(name="boss", model=Delegating(later.name), tools=[later], store=store)
         second = await turn(parent, "Lyon", "trip")
         answer = second[-1]
         assert isinstance(answer, AnswerEvent) and answer.agent == "boss"
         assert answer.text == "From Lyon, Paris is 400 km away."
         assert state.last.index == (await parent.state("trip")).last.index  # one turn, as one remote task
+        await parent.store.close()
 
 
 async def test_an_unreachable_remote_agent_is_an_error_observation(store: str) -> None:
