@@ -21,6 +21,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import resources
+from importlib.util import find_spec
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
@@ -169,6 +170,10 @@ def create_app(
     from reactchat.server._openai import openai_routes
 
     openai_routes(app, server)
+    if find_spec("a2a") is not None:  # the a2a extra: the agent card and A2A JSON-RPC
+        from reactchat.a2a._server import a2a_routes
+
+        a2a_routes(app, server)
     _page_routes(app)
     # added last, so it runs first: before the turn's shortcut (``_session_routes``) too
     app.add_middleware(
