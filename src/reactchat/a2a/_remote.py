@@ -47,13 +47,13 @@ from a2a.types.a2a_pb2 import (
 )
 from a2a.utils.errors import A2AError
 
-from reactchat.core import ToolResult
 from reactchat.messages import ActionEvent, AnswerEvent, Event, ObservationEvent, QuestionEvent, ThoughtEvent, UserEvent
+from reactchat.protocols.base import ToolResult
 from reactchat.tools import Tool
 
 if TYPE_CHECKING:
-    from reactchat.core import Call
-    from reactchat.loop import Loop
+    from reactchat.engine.loop import Loop
+    from reactchat.protocols.base import Call
 
 #: the states that end an exchange with neither an answer nor a question, as the parent is told
 _ENDED = {

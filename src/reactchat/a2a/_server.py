@@ -61,13 +61,13 @@ from starlette.exceptions import HTTPException
 
 from reactchat import __version__
 from reactchat.a2a._tasks import answer_artifact, parse_task_id, status, task_id, text_of, turn_status, turn_task
-from reactchat.loop import SHUTDOWN
+from reactchat.engine.loop import SHUTDOWN
+from reactchat.engine.session import SessionState, Turn
 from reactchat.messages import Event, QuestionEvent
 from reactchat.server._guard import USER, owner
 from reactchat.server._openai import reasoning
 from reactchat.server._schema import SESSION_ID, SESSION_ID_RULE
 from reactchat.server._turns import Delta, TurnFeed, failure_event
-from reactchat.session import SessionState, Turn
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound
 
 if TYPE_CHECKING:

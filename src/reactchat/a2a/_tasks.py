@@ -26,8 +26,8 @@ from a2a.types.a2a_pb2 import (
     TaskStatus,
 )
 
+from reactchat.engine.session import Turn
 from reactchat.messages import AnswerEvent, ErrorEvent, QuestionEvent, UserEvent
-from reactchat.session import Turn
 
 #: the name of the artifact that holds a task's final answer
 ANSWER = "answer"
