@@ -295,7 +295,7 @@ def summary(
 
 
 def pending_view(pending: Pending | None) -> dict[str, Any] | None:
-    """What a waiting session waits for, for JSON: ``kind`` (``question`` or ``approval``),
+    """What a waiting session waits for, for JSON: ``kind`` (``question``, ``approval``, ``in_doubt``, ``budget``),
     the question, ``reply_to``, and the tool and arguments of the call it belongs to."""
     if pending is None:
         return None
