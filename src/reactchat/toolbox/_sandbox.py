@@ -1,0 +1,445 @@
+"""One run of Python code in a fresh bubblewrap sandbox, and what it left behind.
+
+The sandbox (``bwrap``) has its own user, PID, network, IPC, UTS and cgroup namespaces:
+no network device but its own loopback, no process of the host in sight, no way back
+out when the process that started it dies (``--die-with-parent``; the PID namespace
+ends with its first process, taking every process inside with it). Its file system is
+a fresh tmpfs holding the system read-only (``/usr`` and the interpreter reactchat runs
+on), fresh size-bounded tmpfs ``/tmp`` and ``/out``, and the session's files read-only
+under ``/data``, copied in from memory: no directory of the host is visible, nor any
+of its environment variables.
+
+Limits: CPU seconds, address space, open files and file size are rlimits the runner
+sets on itself; wall time is enforced here (the sandbox is killed). The process limit
+is ``RLIMIT_NPROC`` set inside the sandbox, where the kernel counts only the sandbox's
+own processes (counts are per user namespace since Linux 5.14). The kernel does not
+apply it to root, so when reactchat runs as root the processes go in a ``pids`` cgroup
+of their own, and without a writable one the tool refuses to run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reactchat.errors import ConfigError
+
+#: what to run the code with, inside the sandbox; its arguments: the report's fd, then limits
+_RUNNER = r"""
+import os, resource, sys
+fd, nproc, aspace, cpu, nofile, fsize, max_files, max_bytes = map(int, sys.argv[1:9])
+os.set_inheritable(fd, False)
+for kind, value in ((resource.RLIMIT_NPROC, nproc), (resource.RLIMIT_AS, aspace),
+                    (resource.RLIMIT_NOFILE, nofile), (resource.RLIMIT_FSIZE, fsize),
+                    (resource.RLIMIT_CORE, 0)):
+    resource.setrlimit(kind, (value, value))
+resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+sys.argv = ["main.py"]
+error = ""
+try:
+    with open("/sandbox/main.py", encoding="utf-8") as source:
+        code = compile(source.read(), "main.py", "exec")
+    exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
+except SystemExit as exc:
+    if exc.code not in (None, 0):
+        error = "SystemExit: " + str(exc.code)
+except BaseException as exc:
+    import traceback
+    lines = traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next)
+    sys.stderr.write("".join(lines))
+    error = "".join(lines[-3:]).rstrip()
+for stream in (sys.stdout, sys.stderr):
+    try:
+        stream.flush()
+    except Exception:
+        pass
+files, skipped, more, total = [], [], 0, 0
+for entry in os.scandir("/out"):
+    if not entry.is_file(follow_symlinks=False):
+        kind = "a folder" if entry.is_dir(follow_symlinks=False) else "not a regular file"
+        skipped.append(entry.name + " (" + kind + ")")
+        continue
+    size = entry.stat(follow_symlinks=False).st_size
+    if len(files) >= max_files or total + size > max_bytes:
+        more += 1
+        continue
+    with open(os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
+        data = file.read(max_bytes - total + 1)
+    total += len(data)
+    files += [os.fsencode(entry.name), data]
+items = [error.encode("utf-8", "replace"), str(more).encode(), str(len(skipped[:20])).encode()]
+items += [os.fsencode(name) for name in skipped[:20]] + files
+with open(fd, "wb") as out:
+    for item in items:
+        out.write(b"%d:" % len(item) + item)
+"""
+
+#: the only environment the code sees (none of the host's: API keys live there)
+_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "MPLBACKEND": "Agg",
+    "MPLCONFIGDIR": "/tmp/matplotlib",
+    "PYTHONUNBUFFERED": "1",
+    "PYTHONIOENCODING": "utf-8",
+}
+#: pieces of /etc that libraries read (fonts for matplotlib, shared-library cache, time zone)
+_ETC = ("/etc/fonts", "/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives", "/etc/ssl/certs")
+#: processes bwrap itself keeps in the sandbox: its init and the runner
+_BWRAP_PROCESSES = 2
+ENABLE_USERNS = (
+    "bwrap could not create a user namespace: enable unprivileged user namespaces "
+    "(sysctl user.max_user_namespaces=15000; on Debian kernel.unprivileged_userns_clone=1; "
+    "on Ubuntu 24.04 an AppArmor profile for bwrap or kernel.apparmor_restrict_unprivileged_userns=0)"
+)
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """What one run may use. Sizes in bytes, times in seconds."""
+
+    cpu_seconds: int = 10
+    wall_seconds: float = 30.0
+    memory: int = 1 << 30
+    processes: int = 64
+    open_files: int = 256
+    #: the largest file the code may write (in /tmp or /out)
+    file_size: int = 16 << 20
+    #: the size of each of /tmp and /out (tmpfs, in memory)
+    disk: int = 64 << 20
+    #: bytes of stdout and of stderr kept (the rest is read and counted)
+    output: int = 32 << 10
+    #: files of /out kept, and their total size
+    out_files: int = 20
+    out_bytes: int = 32 << 20
+    #: total size of the files put under /data
+    data_bytes: int = 64 << 20
+
+
+@dataclass
+class Stream:
+    """The beginning of what the code wrote to stdout or stderr, and how much there was."""
+
+    kept: bytes = b""
+    total: int = 0
+
+    @property
+    def text(self) -> str:
+        """What was kept, decoded (a character cut in two becomes a replacement mark)."""
+        return self.kept.decode("utf-8", errors="replace")
+
+    @property
+    def cut(self) -> int:
+        """Bytes written and not kept."""
+        return self.total - len(self.kept)
+
+
+@dataclass
+class SandboxRun:
+    """The result of one run: its output, its error, the files it left in /out."""
+
+    stdout: Stream
+    stderr: Stream
+    #: the exception's last lines, or why the run was stopped
+    error: str | None
+    #: name → bytes of the files kept from /out
+    files: dict[str, bytes] = field(default_factory=dict)
+    #: entries of /out that were not kept, and why
+    skipped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+def bwrap() -> str:
+    """The ``bwrap`` program, checked once to work here; ``ConfigError`` saying what to fix."""
+    path = shutil.which("bwrap")
+    if path is None:
+        raise ConfigError(
+            "run_python needs bubblewrap: install it (apt-get install bubblewrap, dnf install bubblewrap)"
+        )
+    _check_usable(path)
+    return path
+
+
+@functools.cache
+def _check_usable(path: str) -> None:
+    probe = subprocess.run(
+        [path, "--unshare-all", "--unshare-user", *_system_binds(), "/usr/bin/true"],
+        capture_output=True,
+        timeout=30,
+    )
+    if probe.returncode != 0:
+        reason = probe.stderr.decode(errors="replace").strip()
+        raise ConfigError(f"{ENABLE_USERNS} ({reason})")
+
+
+class PidsCgroup:
+    """A ``pids`` cgroup for one run: bounds its processes where ``RLIMIT_NPROC`` cannot (root)."""
+
+    def __init__(self, path: Path, limit: int) -> None:
+        self.path = path
+        path.mkdir()
+        (path / "pids.max").write_text(str(limit))
+
+    @staticmethod
+    def base() -> Path | None:
+        """The writable folder of this process's ``pids`` cgroup (v1 or v2), or None."""
+        for line in Path("/proc/self/cgroup").read_text().splitlines():
+            _, controllers, where = line.split(":", 2)
+            if "pids" in controllers.split(","):
+                folder = Path("/sys/fs/cgroup/pids") / where.lstrip("/")
+            elif controllers == "" and "pids" in _v2_controllers():
+                folder = Path("/sys/fs/cgroup") / where.lstrip("/")
+            else:
+                continue
+            if os.access(folder, os.W_OK):
+                return folder
+        return None
+
+    def wrap(self, args: list[str]) -> list[str]:
+        """``args`` run by a shell that first moves itself in, so that all it starts stays in
+        (a shell, not ``preexec_fn``: the server has threads, and forks here must not run Python)."""
+        return ["/bin/sh", "-c", 'echo 0 > "$0" && exec "$@"', str(self.path / "cgroup.procs"), *args]
+
+    def remove(self) -> None:
+        """Kill whatever is still in it, then delete it."""
+        for _ in range(100):
+            with contextlib.suppress(OSError):
+                for pid in (self.path / "cgroup.procs").read_text().split():
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(int(pid), signal.SIGKILL)
+                self.path.rmdir()
+                return
+            time.sleep(0.01)
+
+
+def _v2_controllers() -> list[str]:
+    try:
+        return Path("/sys/fs/cgroup/cgroup.controllers").read_text().split()
+    except OSError:
+        return []
+
+
+def _cgroup(limits: SandboxLimits) -> PidsCgroup | None:
+    base = PidsCgroup.base()
+    if base is None:
+        if os.geteuid() == 0:
+            raise ConfigError(
+                "run_python cannot bound the number of processes of a sandbox started by root "
+                "(the kernel does not apply RLIMIT_NPROC to root) and this process has no writable "
+                "pids cgroup: run reactchat as an ordinary user, or give it a pids cgroup"
+            )
+        return None
+    return PidsCgroup(base / f"reactchat-sandbox-{uuid.uuid4().hex[:12]}", limits.processes + _BWRAP_PROCESSES)
+
+
+def _memfd(name: str, data: bytes) -> int:
+    fd = os.memfd_create(name, 0)
+    os.write(fd, data) if len(data) < 1 << 20 else _write_all(fd, data)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _system_binds() -> list[str]:
+    """``/usr`` read-only, and ``/bin``, ``/lib``... as the host has them (links into /usr or folders)."""
+    args = ["--ro-bind", "/usr", "/usr"]
+    for link in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        target = Path("/") / link
+        if target.is_symlink():
+            args += ["--symlink", os.readlink(target), f"/{link}"]
+        elif target.is_dir():
+            args += ["--ro-bind", str(target), f"/{link}"]
+    return args
+
+
+def _interpreter_binds() -> list[str]:
+    """Read-only binds of the interpreter reactchat runs on (its venv and base install)."""
+    args: list[str] = []
+    paths = {sys.prefix, sys.base_prefix, os.path.dirname(os.path.realpath(sys.executable))}
+    for path in sorted(paths | {os.path.realpath(p) for p in paths}):
+        if not path.startswith("/usr/"):
+            args += ["--ro-bind", path, path]
+    return args
+
+
+def command(program: str, limits: SandboxLimits, report_fd: int, code_fd: int, data: Mapping[str, int]) -> list[str]:
+    """The ``bwrap`` command line of one run."""
+    args = [program, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
+    if os.geteuid() == 0:
+        # bwrap keeps every capability (of the sandbox's user namespace) for uid 0 inside;
+        # with them, root-owned files of the host bound in could be changed
+        args += ["--uid", "65534", "--gid", "65534", "--cap-drop", "ALL"]
+    args += _system_binds()
+    for piece in _ETC:
+        if os.path.exists(piece):
+            args += ["--ro-bind", piece, piece]
+    args += _interpreter_binds()
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    for folder in ("/tmp", "/out"):
+        args += ["--size", str(limits.disk), "--perms", "0700", "--tmpfs", folder]
+    args += ["--ro-bind-data", str(code_fd), "/sandbox/main.py"]
+    args += ["--dir", "/data"]
+    for name, fd in data.items():
+        args += ["--ro-bind-data", str(fd), f"/data/{name}"]
+    args += ["--chdir", "/out", "--", sys.executable, "-I", "-B", "-c", _RUNNER, str(report_fd)]
+    numbers = (limits.processes + _BWRAP_PROCESSES, limits.memory, limits.cpu_seconds, limits.open_files)
+    args += [str(n) for n in (*numbers, limits.file_size, limits.out_files, limits.out_bytes)]
+    return args
+
+
+async def run_sandboxed(
+    code: str, data: Mapping[str, bytes] | None = None, limits: SandboxLimits | None = None
+) -> SandboxRun:
+    """Run ``code`` in a fresh sandbox with ``data`` (name → bytes) under ``/data``."""
+    limits = limits or SandboxLimits()
+    program = await asyncio.to_thread(bwrap)
+    cgroup = _cgroup(limits)
+    fds: list[int] = []
+    started = time.monotonic()
+    try:
+        code_fd = _memfd("main.py", code.encode("utf-8", errors="surrogatepass"))
+        fds.append(code_fd)
+        data_fds = {name: _memfd(name, blob) for name, blob in (data or {}).items()}
+        fds += data_fds.values()
+        report_read, report_write = os.pipe()
+        fds.append(report_write)
+        args = command(program, limits, report_write, code_fd, data_fds)
+        if cgroup is not None:
+            args = cgroup.wrap(args)
+        process = await asyncio.create_subprocess_exec(
+            *args,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            pass_fds=fds,
+            env=_ENV,
+            start_new_session=True,
+        )
+        for fd in fds:
+            os.close(fd)
+        fds.clear()
+        return await _collect(process, report_read, limits, started)
+    finally:
+        for fd in fds:
+            os.close(fd)
+        if cgroup is not None:
+            await asyncio.to_thread(cgroup.remove)
+
+
+async def _collect(
+    process: asyncio.subprocess.Process, report_fd: int, limits: SandboxLimits, started: float
+) -> SandboxRun:
+    assert process.stdout is not None and process.stderr is not None
+    readers = asyncio.gather(
+        _read(process.stdout, limits.output),
+        _read(process.stderr, limits.output),
+        asyncio.to_thread(_read_report, report_fd, limits.out_bytes * 4 // 3 + (1 << 20)),
+    )
+    stopped = None
+    try:
+        await asyncio.wait_for(process.wait(), limits.wall_seconds)
+    except TimeoutError:
+        stopped = f"stopped: still running after {limits.wall_seconds:g} s (the wall-time limit)"
+    finally:
+        _kill(process)
+    await process.wait()
+    stdout, stderr, report = await readers
+    run = SandboxRun(stdout, stderr, stopped, seconds=time.monotonic() - started)
+    if stopped is None:
+        _read_outcome(run, process.returncode or 0, report, limits)
+    return run
+
+
+def _kill(process: asyncio.subprocess.Process) -> None:
+    # bwrap leads its own session; its init dies with it, and with the init the PID namespace
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(process.pid, signal.SIGKILL)
+
+
+async def _read(stream: asyncio.StreamReader, keep: int) -> Stream:
+    out = Stream()
+    chunks: list[bytes] = []
+    while chunk := await stream.read(1 << 16):
+        if out.total < keep:
+            chunks.append(chunk[: keep - out.total])
+        out.total += len(chunk)
+    out.kept = b"".join(chunks)
+    return out
+
+
+def _read_report(fd: int, cap: int) -> bytes | None:
+    """The runner's report, or None when there is none or it is larger than any it can write."""
+    with open(fd, "rb") as pipe:
+        data = pipe.read(cap + 1)
+        while pipe.read(1 << 16):  # a report over the cap is not one: drain and drop it
+            data = b"x" * (cap + 1)
+    return data if data and len(data) <= cap else None
+
+
+def _items(report: bytes) -> list[bytes] | None:
+    """The runner's report as its items (``LENGTH:BYTES`` each), or None when it is not one."""
+    items, at = [], 0
+    while at < len(report):
+        colon = report.find(b":", at, at + 21)
+        if colon < 0 or not report[at:colon].isdigit():
+            return None
+        end = colon + 1 + int(report[at:colon])
+        if end > len(report):
+            return None
+        items.append(report[colon + 1 : end])
+        at = end
+    return items if len(items) >= 3 and items[1].isdigit() and items[2].isdigit() else None
+
+
+def _read_outcome(run: SandboxRun, status: int, report: bytes | None, limits: SandboxLimits) -> None:
+    """Fill in the error and the files from the exit status and the runner's report."""
+    items = _items(report) if report is not None else None
+    if items is None:
+        run.error = _death(status, limits)
+        return
+    error, more, count = items[0].decode("utf-8", "replace"), int(items[1]), int(items[2])
+    run.error = error or None
+    run.skipped = [os.fsdecode(name) for name in items[3 : 3 + count]][:20]
+    pairs = items[3 + count :]
+    total = 0
+    for name, blob in zip(pairs[0::2], pairs[1::2], strict=False):
+        total += len(blob)
+        if len(run.files) < limits.out_files and total <= limits.out_bytes:
+            run.files[os.fsdecode(name)] = blob
+        else:
+            more += 1
+    if more:
+        run.skipped.append(f"{more} more files (over the limit of {limits.out_files} files, {_mb(limits.out_bytes)})")
+
+
+def _death(status: int, limits: SandboxLimits) -> str:
+    """Why a run that left no report ended, from bwrap's exit status (128 + signal when killed)."""
+    signum = status - 128 if status > 128 else -status if status < 0 else 0
+    if signum == signal.SIGXCPU or signum == signal.SIGKILL:
+        return f"stopped: used more than {limits.cpu_seconds} s of CPU time (the CPU limit), or was killed"
+    if signum:
+        return f"stopped by signal {signal.Signals(signum).name}"
+    if status:
+        return f"ended with exit status {status} before it finished (os._exit, or out of memory)"
+    return "ended without reporting its files (it closed or replaced the runner's report)"
+
+
+def _mb(size: int) -> str:
+    return f"{size / 2**20:.3g} MB"
