@@ -298,7 +298,8 @@ def command(program: str, limits: SandboxLimits, report_fd: int, code_fd: int, d
     args += ["--dir", "/data"]
     for name, fd in data.items():
         args += ["--ro-bind-data", str(fd), f"/data/{name}"]
-    args += ["--chdir", "/out", "--", sys.executable, "-I", "-B", "-c", _RUNNER, str(report_fd)]
+    # the root is bwrap's own tmpfs, unbounded: read-only, so that only /tmp and /out take writes
+    args += ["--remount-ro", "/", "--chdir", "/out", "--", sys.executable, "-I", "-B", "-c", _RUNNER, str(report_fd)]
     numbers = (limits.processes + _BWRAP_PROCESSES, limits.memory, limits.cpu_seconds, limits.open_files)
     args += [str(n) for n in (*numbers, limits.file_size, limits.out_files, limits.out_bytes)]
     return args
