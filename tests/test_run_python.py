@@ -20,8 +20,7 @@ import pytest
 
 from reactchat import Agent, ScriptedModel
 from reactchat.errors import ConfigError
-from reactchat.toolbox import SandboxLimits, run_python, run_sandboxed
-from reactchat.toolbox import _sandbox
+from reactchat.toolbox import SandboxLimits, _sandbox, run_python, run_sandboxed
 
 pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (scripts/setup.sh)")
 

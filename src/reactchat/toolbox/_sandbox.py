@@ -71,7 +71,7 @@ for entry in os.scandir("/out"):
         skipped.append(entry.name + " (" + kind + ")")
         continue
     size = entry.stat(follow_symlinks=False).st_size
-    if len(files) >= max_files or total + size > max_bytes:
+    if len(files) >= 2 * max_files or total + size > max_bytes:
         more += 1
         continue
     with open(os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW), "rb") as file:
@@ -241,7 +241,18 @@ def _cgroup(limits: SandboxLimits) -> PidsCgroup | None:
                 "pids cgroup: run reactchat as an ordinary user, or give it a pids cgroup"
             )
         return None
-    return PidsCgroup(base / f"reactchat-sandbox-{uuid.uuid4().hex[:12]}", limits.processes + _BWRAP_PROCESSES)
+    _remove_stale(base)
+    name = f"reactchat-sandbox-{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    return PidsCgroup(base / name, limits.processes + _BWRAP_PROCESSES)
+
+
+def _remove_stale(base: Path) -> None:
+    """Remove the empty cgroups of runs whose process was killed before it could."""
+    for folder in base.glob("reactchat-sandbox-*-*"):
+        pid = folder.name.split("-")[2]
+        if pid.isdigit() and not Path(f"/proc/{pid}").exists():
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def _memfd(name: str, data: bytes) -> int:
