@@ -36,6 +36,7 @@ from reactchat._tool_refs import close_tools, offered_tools
 from reactchat.agent import Agent
 from reactchat.report import turn_view
 from reactchat.retention import expire_sessions
+from reactchat.server._artifacts import artifact_routes
 from reactchat.server._cancel import cancel_routes, watch_cancels
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
@@ -189,6 +190,7 @@ def create_app(
     app.state.server = server
     _error_handlers(app)
     _session_routes(app, server)
+    artifact_routes(app, server)
     from reactchat.server._openai import openai_routes
 
     openai_routes(app, server)
