@@ -189,3 +189,38 @@ def test_killing_the_process_that_started_a_sandbox_leaves_nothing_running() -> 
         time.sleep(0.05)
     assert sandbox_processes() == []
     assert [p for p in below if Path(f"/proc/{p}").exists()] == []
+
+
+def _system_python_like_this_one() -> bool:
+    if not Path("/usr/bin/python3").exists():
+        return False
+    version = subprocess.run(["/usr/bin/python3", "-c", "import sys; print(sys.version_info[:2])"], capture_output=True)
+    return version.stdout.decode().strip() == str(sys.version_info[:2])
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0 or shutil.which("setpriv") is None or not _system_python_like_this_one(),
+    reason="needs root (to start a process as an ordinary user) and a system Python of this version",
+)
+def test_an_ordinary_user_is_bounded_by_the_process_limit_alone() -> None:
+    # reactchat as uid 65534: no cgroup it could write, so RLIMIT_NPROC alone must hold
+    # the bomb; the system Python, since this one's venv may sit in root's home
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    bomb = "import os, time\nn = 0\ntry:\n    while True:\n        os.fork() or time.sleep(5) or os._exit(0)\n"
+    bomb += "        n += 1\nexcept OSError as exc:\n    print(n, exc.errno)"
+    script = f"""
+import asyncio
+from reactchat.toolbox import SandboxLimits, _sandbox, run_sandboxed
+assert _sandbox.PidsCgroup.base() is None
+print(asyncio.run(run_sandboxed({bomb!r}, limits=SandboxLimits(processes=16))).stdout.text, end="")
+"""
+    source = Path(__file__).parents[1] / "src"
+    done = subprocess.run(
+        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", "-c", script],
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{source}:{site}"},
+        capture_output=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr.decode()
+    # 16 processes of the code: the runner and 15 forks (errno 11: EAGAIN)
+    assert done.stdout.decode() == "15 11\n"

@@ -97,8 +97,10 @@ _ENV = {
 }
 #: pieces of /etc that libraries read (fonts for matplotlib, shared-library cache, time zone)
 _ETC = ("/etc/fonts", "/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives", "/etc/ssl/certs")
-#: processes bwrap itself keeps in the sandbox: its init and the runner
-_BWRAP_PROCESSES = 2
+#: processes of bwrap's own beside the code's (``SandboxLimits.processes``, the runner
+#: included): its init counts in the sandbox's user namespace, bwrap itself too in the cgroup
+_BWRAP_IN_USERNS = 1
+_BWRAP_IN_CGROUP = 2
 ENABLE_USERNS = (
     "bwrap could not create a user namespace: enable unprivileged user namespaces "
     "(sysctl user.max_user_namespaces=15000; on Debian kernel.unprivileged_userns_clone=1; "
@@ -113,6 +115,7 @@ class SandboxLimits:
     cpu_seconds: int = 10
     wall_seconds: float = 30.0
     memory: int = 1 << 30
+    #: processes of the code at once, its first one included
     processes: int = 64
     open_files: int = 256
     #: the largest file the code may write (in /tmp or /out)
@@ -243,7 +246,7 @@ def _cgroup(limits: SandboxLimits) -> PidsCgroup | None:
         return None
     _remove_stale(base)
     name = f"reactchat-sandbox-{os.getpid()}-{uuid.uuid4().hex[:12]}"
-    return PidsCgroup(base / name, limits.processes + _BWRAP_PROCESSES)
+    return PidsCgroup(base / name, limits.processes + _BWRAP_IN_CGROUP)
 
 
 def _remove_stale(base: Path) -> None:
@@ -311,7 +314,7 @@ def command(program: str, limits: SandboxLimits, report_fd: int, code_fd: int, d
         args += ["--ro-bind-data", str(fd), f"/data/{name}"]
     # the root is bwrap's own tmpfs, unbounded: read-only, so that only /tmp and /out take writes
     args += ["--remount-ro", "/", "--chdir", "/out", "--", sys.executable, "-I", "-B", "-c", _RUNNER, str(report_fd)]
-    numbers = (limits.processes + _BWRAP_PROCESSES, limits.memory, limits.cpu_seconds, limits.open_files)
+    numbers = (limits.processes + _BWRAP_IN_USERNS, limits.memory, limits.cpu_seconds, limits.open_files)
     args += [str(n) for n in (*numbers, limits.file_size, limits.out_files, limits.out_bytes)]
     return args
 
