@@ -199,3 +199,18 @@ async def test_a_bwrap_that_cannot_make_namespaces_is_a_config_error(tmp_path: P
     fake.chmod(0o755)
     with pytest.raises(ConfigError, match="enable unprivileged user namespaces"):
         await asyncio.to_thread(_sandbox._check_usable, str(fake))
+
+
+async def test_the_sandbox_started_ahead_is_fresh_for_each_call() -> None:
+    limits = SandboxLimits(wall_seconds=20)
+    first = await run_sandboxed(
+        "import os\nx = 42\nopen('/tmp/left', 'w').write('x')\nprint(os.getpid())", None, limits
+    )
+    await asyncio.sleep(0.5)  # the next call's sandbox starts meanwhile
+    code = "import os\nprint('x' in globals(), os.path.exists('/tmp/left'), os.listdir('/out'))"
+    second = await run_sandboxed(code, None, limits)
+    assert first.error is None and second.error is None, (first, second)
+    assert second.stdout.text == "False False []\n"
+    # a run with uploads starts its own: /data is bound in when the sandbox starts
+    third = await run_sandboxed("import os\nprint(os.listdir('/data'))", {"a.txt": b"a"}, limits)
+    assert third.stdout.text == "['a.txt']\n"

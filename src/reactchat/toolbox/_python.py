@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 from reactchat.store._artifacts import MAX_ARTIFACT_BYTES, ArtifactStore, safe_name
-from reactchat.toolbox._sandbox import SandboxLimits, SandboxRun, Stream, run_sandboxed
+from reactchat.toolbox._sandbox import SandboxLimits
+from reactchat.toolbox._sandbox_run import SandboxRun, Stream, run_sandboxed
 from reactchat.tools import RunContext, Tool
 
 #: characters of stdout and of stderr shown to the model

@@ -1,4 +1,4 @@
-"""One run of Python code in a fresh bubblewrap sandbox, and what it left behind.
+"""The walls of ``run_python``'s bubblewrap sandbox: its command line and its limits.
 
 The sandbox (``bwrap``) has its own user, PID, network, IPC, UTS and cgroup namespaces:
 no network device but its own loopback, no process of the host in sight, no way back
@@ -8,6 +8,8 @@ a fresh tmpfs holding the system read-only (``/usr`` and the interpreter reactch
 on), fresh size-bounded tmpfs ``/tmp`` and ``/out``, and the session's files read-only
 under ``/data``, copied in from memory: no directory of the host is visible, nor any
 of its environment variables.
+
+(``_sandbox_run`` starts it and reads what the code left behind.)
 
 Limits: CPU seconds, address space, open files and file size are rlimits the runner
 sets on itself; wall time is enforced here (the sandbox is killed). The process limit
@@ -19,7 +21,6 @@ of their own, and without a writable one the tool refuses to run.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import os
@@ -30,7 +31,7 @@ import sys
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from reactchat.errors import ConfigError
@@ -48,8 +49,8 @@ resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
 sys.argv = ["main.py"]
 error = ""
 try:
-    with open("/sandbox/main.py", encoding="utf-8") as source:
-        code = compile(source.read(), "main.py", "exec")
+    # the code comes on stdin, so that a sandbox can be started before it is known
+    code = compile(sys.stdin.buffer.read().decode("utf-8", "surrogateescape"), "main.py", "exec")
     exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
 except SystemExit as exc:
     if exc.code not in (None, 0):
@@ -129,39 +130,6 @@ class SandboxLimits:
     out_bytes: int = 32 << 20
     #: total size of the files put under /data
     data_bytes: int = 64 << 20
-
-
-@dataclass
-class Stream:
-    """The beginning of what the code wrote to stdout or stderr, and how much there was."""
-
-    kept: bytes = b""
-    total: int = 0
-
-    @property
-    def text(self) -> str:
-        """What was kept, decoded (a character cut in two becomes a replacement mark)."""
-        return self.kept.decode("utf-8", errors="replace")
-
-    @property
-    def cut(self) -> int:
-        """Bytes written and not kept."""
-        return self.total - len(self.kept)
-
-
-@dataclass
-class SandboxRun:
-    """The result of one run: its output, its error, the files it left in /out."""
-
-    stdout: Stream
-    stderr: Stream
-    #: the exception's last lines, or why the run was stopped
-    error: str | None
-    #: name → bytes of the files kept from /out
-    files: dict[str, bytes] = field(default_factory=dict)
-    #: entries of /out that were not kept, and why
-    skipped: list[str] = field(default_factory=list)
-    seconds: float = 0.0
 
 
 def bwrap() -> str:
@@ -293,7 +261,7 @@ def _interpreter_binds() -> list[str]:
     return args
 
 
-def command(program: str, limits: SandboxLimits, report_fd: int, code_fd: int, data: Mapping[str, int]) -> list[str]:
+def command(program: str, limits: SandboxLimits, report_fd: int, data: Mapping[str, int]) -> list[str]:
     """The ``bwrap`` command line of one run."""
     args = [program, "--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent", "--new-session"]
     if os.geteuid() == 0:
@@ -308,7 +276,6 @@ def command(program: str, limits: SandboxLimits, report_fd: int, code_fd: int, d
     args += ["--proc", "/proc", "--dev", "/dev"]
     for folder in ("/tmp", "/out"):
         args += ["--size", str(limits.disk), "--perms", "0700", "--tmpfs", folder]
-    args += ["--ro-bind-data", str(code_fd), "/sandbox/main.py"]
     args += ["--dir", "/data"]
     for name, fd in data.items():
         args += ["--ro-bind-data", str(fd), f"/data/{name}"]
@@ -317,144 +284,3 @@ def command(program: str, limits: SandboxLimits, report_fd: int, code_fd: int, d
     numbers = (limits.processes + _BWRAP_IN_USERNS, limits.memory, limits.cpu_seconds, limits.open_files)
     args += [str(n) for n in (*numbers, limits.file_size, limits.out_files, limits.out_bytes)]
     return args
-
-
-async def run_sandboxed(
-    code: str, data: Mapping[str, bytes] | None = None, limits: SandboxLimits | None = None
-) -> SandboxRun:
-    """Run ``code`` in a fresh sandbox with ``data`` (name → bytes) under ``/data``."""
-    limits = limits or SandboxLimits()
-    program = await asyncio.to_thread(bwrap)
-    cgroup = _cgroup(limits)
-    fds: list[int] = []
-    started = time.monotonic()
-    try:
-        code_fd = _memfd("main.py", code.encode("utf-8", errors="surrogatepass"))
-        fds.append(code_fd)
-        data_fds = {name: _memfd(name, blob) for name, blob in (data or {}).items()}
-        fds += data_fds.values()
-        report_read, report_write = os.pipe()
-        fds.append(report_write)
-        args = command(program, limits, report_write, code_fd, data_fds)
-        if cgroup is not None:
-            args = cgroup.wrap(args)
-        process = await asyncio.create_subprocess_exec(
-            *args,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            pass_fds=fds,
-            env=_ENV,
-            start_new_session=True,
-        )
-        for fd in fds:
-            os.close(fd)
-        fds.clear()
-        return await _collect(process, report_read, limits, started)
-    finally:
-        for fd in fds:
-            os.close(fd)
-        if cgroup is not None:
-            await asyncio.to_thread(cgroup.remove)
-
-
-async def _collect(
-    process: asyncio.subprocess.Process, report_fd: int, limits: SandboxLimits, started: float
-) -> SandboxRun:
-    assert process.stdout is not None and process.stderr is not None
-    readers = asyncio.gather(
-        _read(process.stdout, limits.output),
-        _read(process.stderr, limits.output),
-        asyncio.to_thread(_read_report, report_fd, limits.out_bytes * 4 // 3 + (1 << 20)),
-    )
-    stopped = None
-    try:
-        await asyncio.wait_for(process.wait(), limits.wall_seconds)
-    except TimeoutError:
-        stopped = f"stopped: still running after {limits.wall_seconds:g} s (the wall-time limit)"
-    finally:
-        _kill(process)
-    await process.wait()
-    stdout, stderr, report = await readers
-    run = SandboxRun(stdout, stderr, stopped, seconds=time.monotonic() - started)
-    if stopped is None:
-        _read_outcome(run, process.returncode or 0, report, limits)
-    return run
-
-
-def _kill(process: asyncio.subprocess.Process) -> None:
-    # bwrap leads its own session; its init dies with it, and with the init the PID namespace
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-
-
-async def _read(stream: asyncio.StreamReader, keep: int) -> Stream:
-    out = Stream()
-    chunks: list[bytes] = []
-    while chunk := await stream.read(1 << 16):
-        if out.total < keep:
-            chunks.append(chunk[: keep - out.total])
-        out.total += len(chunk)
-    out.kept = b"".join(chunks)
-    return out
-
-
-def _read_report(fd: int, cap: int) -> bytes | None:
-    """The runner's report, or None when there is none or it is larger than any it can write."""
-    with open(fd, "rb") as pipe:
-        data = pipe.read(cap + 1)
-        while pipe.read(1 << 16):  # a report over the cap is not one: drain and drop it
-            data = b"x" * (cap + 1)
-    return data if data and len(data) <= cap else None
-
-
-def _items(report: bytes) -> list[bytes] | None:
-    """The runner's report as its items (``LENGTH:BYTES`` each), or None when it is not one."""
-    items, at = [], 0
-    while at < len(report):
-        colon = report.find(b":", at, at + 21)
-        if colon < 0 or not report[at:colon].isdigit():
-            return None
-        end = colon + 1 + int(report[at:colon])
-        if end > len(report):
-            return None
-        items.append(report[colon + 1 : end])
-        at = end
-    return items if len(items) >= 3 and items[1].isdigit() and items[2].isdigit() else None
-
-
-def _read_outcome(run: SandboxRun, status: int, report: bytes | None, limits: SandboxLimits) -> None:
-    """Fill in the error and the files from the exit status and the runner's report."""
-    items = _items(report) if report is not None else None
-    if items is None:
-        run.error = _death(status, limits)
-        return
-    error, more, count = items[0].decode("utf-8", "replace"), int(items[1]), int(items[2])
-    run.error = error or None
-    run.skipped = [os.fsdecode(name) for name in items[3 : 3 + count]][:20]
-    pairs = items[3 + count :]
-    total = 0
-    for name, blob in zip(pairs[0::2], pairs[1::2], strict=False):
-        total += len(blob)
-        if len(run.files) < limits.out_files and total <= limits.out_bytes:
-            run.files[os.fsdecode(name)] = blob
-        else:
-            more += 1
-    if more:
-        run.skipped.append(f"{more} more files (over the limit of {limits.out_files} files, {_mb(limits.out_bytes)})")
-
-
-def _death(status: int, limits: SandboxLimits) -> str:
-    """Why a run that left no report ended, from bwrap's exit status (128 + signal when killed)."""
-    signum = status - 128 if status > 128 else -status if status < 0 else 0
-    if signum == signal.SIGXCPU or signum == signal.SIGKILL:
-        return f"stopped: used more than {limits.cpu_seconds} s of CPU time (the CPU limit), or was killed"
-    if signum:
-        return f"stopped by signal {signal.Signals(signum).name}"
-    if status:
-        return f"ended with exit status {status} before it finished (os._exit, or out of memory)"
-    return "ended without reporting its files (it closed or replaced the runner's report)"
-
-
-def _mb(size: int) -> str:
-    return f"{size / 2**20:.3g} MB"
