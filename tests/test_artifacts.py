@@ -113,3 +113,44 @@ def test_files_the_code_wrote_are_served_with_safe_types(served: str) -> None:
             assert client.get(f"/v1/sessions/{session}/artifacts/{bad}").status_code == 404, bad
         assert client.get("/v1/sessions/no-such/artifacts/plot.png").status_code == 404
         assert client.get("/v1/sessions/no-such/artifacts").status_code == 404
+
+
+PLOT = """
+import matplotlib.pyplot as plt
+plt.plot([1, 2, 3], [1, 4, 9])
+plt.title("squares")
+plt.savefig("/out/squares.png")
+open("/out/numbers.csv", "w").write("x,y\\n1,1\\n2,4\\n3,9\\n")
+"""
+
+
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed (scripts/setup.sh)")
+def test_the_page_shows_the_plot_the_code_drew(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib", reason="the python extra is not installed: pip install 'reactchat[python]'")
+    from playwright.sync_api import expect, sync_playwright
+
+    from test_page import ARGS, CHROMIUM
+
+    call = json.dumps({"code": PLOT})
+    model = ScriptedModel([f" I draw it.\nAction: run_python\nAction Input: {call}", " Done.\nFinal Answer: drawn"])
+    agent = Agent(model=model, tools=[run_python], store=f"sqlite:///{tmp_path / 'p.db'}")
+    with running(create_app(agent)) as url, sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        page = browser.new_page(base_url=url)
+        page.set_default_timeout(60_000)
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto("/")
+        page.get_by_test_id("input").fill("plot the squares")
+        page.get_by_test_id("input").press("Enter")
+        image = page.get_by_test_id("artifact-image")
+        # matplotlib builds its font cache in each fresh sandbox: seconds on a busy machine
+        expect(image).to_have_attribute("alt", "squares.png", timeout=60_000)
+        # drawn, not a broken image: the browser decoded the PNG matplotlib wrote
+        width = page.wait_for_function("() => document.querySelector('[data-testid=artifact-image]').naturalWidth")
+        assert width.json_value() > 100
+        expect(page.get_by_test_id("artifact-link")).to_have_text("numbers.csv (16 B)")
+        page.reload()  # a stored session shows them again, once
+        expect(page.get_by_test_id("artifact-image")).to_have_count(1, timeout=20_000)
+        browser.close()
+        assert not errors, errors
