@@ -15,8 +15,14 @@ from typing import Any
 
 import pytest
 
-from reactchat.toolbox import SandboxLimits
+from reactchat.toolbox import SandboxLimits, _sandbox_run
 from reactchat.toolbox import run_sandboxed as run_started
+
+
+@pytest.fixture(autouse=True)
+def no_sandbox_waiting() -> None:
+    """End the sandboxes other tests' runs started ahead: the processes counted here are this test's."""
+    _sandbox_run._end_waiting()
 
 
 async def run_sandboxed(code: str, data: dict[str, bytes] | None = None, limits: SandboxLimits | None = None) -> Any:

@@ -12,7 +12,7 @@ of its environment variables.
 (``_sandbox_run`` starts it and reads what the code left behind.)
 
 Limits: CPU seconds, address space, open files and file size are rlimits the runner
-sets on itself; wall time is enforced here (the sandbox is killed). The process limit
+sets on itself; wall time is enforced by ``_sandbox_run`` (the sandbox is killed). The process limit
 is ``RLIMIT_NPROC`` set inside the sandbox, where the kernel counts only the sandbox's
 own processes (counts are per user namespace since Linux 5.14). The kernel does not
 apply it to root, so when reactchat runs as root the processes go in a ``pids`` cgroup
@@ -87,7 +87,7 @@ with open(fd, "wb") as out:
 """
 
 #: the only environment the code sees (none of the host's: API keys live there)
-_ENV = {
+ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/tmp",
     "LANG": "C.UTF-8",
@@ -202,7 +202,8 @@ def _v2_controllers() -> list[str]:
         return []
 
 
-def _cgroup(limits: SandboxLimits) -> PidsCgroup | None:
+def pids_cgroup(limits: SandboxLimits) -> PidsCgroup | None:
+    """A pids cgroup for one run when one can be made; ``ConfigError`` when root has none."""
     base = PidsCgroup.base()
     if base is None:
         if os.geteuid() == 0:
@@ -226,17 +227,14 @@ def _remove_stale(base: Path) -> None:
                 folder.rmdir()
 
 
-def _memfd(name: str, data: bytes) -> int:
+def memfd(name: str, data: bytes) -> int:
+    """A file in memory holding ``data``, read from its start (bwrap copies it in)."""
     fd = os.memfd_create(name, 0)
-    os.write(fd, data) if len(data) < 1 << 20 else _write_all(fd, data)
-    os.lseek(fd, 0, os.SEEK_SET)
-    return fd
-
-
-def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
         view = view[os.write(fd, view) :]
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
 
 
 def _system_binds() -> list[str]:

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import IO
 
-from reactchat.toolbox._sandbox import _ENV, PidsCgroup, SandboxLimits, _cgroup, _memfd, bwrap, command
+from reactchat.toolbox._sandbox import ENV, PidsCgroup, SandboxLimits, bwrap, command, memfd, pids_cgroup
 
 
 @dataclass
@@ -64,6 +64,8 @@ class _Started:
     process: subprocess.Popen[bytes]
     report: IO[bytes]
     cgroup: PidsCgroup | None
+    #: the process that started it (a forked child inherits ``_waiting`` but must leave it be)
+    owner: int = field(default_factory=os.getpid)
 
     def end(self) -> None:
         """Kill whatever is left of it and free what it holds."""
@@ -84,11 +86,11 @@ _waiting: dict[SandboxLimits, _Started] = {}
 
 def _start(limits: SandboxLimits, data: Mapping[str, bytes]) -> _Started:
     program = bwrap()
-    cgroup = _cgroup(limits)
+    cgroup = pids_cgroup(limits)
     data_fds: dict[str, int] = {}
     report_read, report_write = os.pipe()
     try:
-        data_fds = {name: _memfd(name, blob) for name, blob in data.items()}
+        data_fds = {name: memfd(name, blob) for name, blob in data.items()}
         args = command(program, limits, report_write, data_fds)
         process = subprocess.Popen(
             cgroup.wrap(args) if cgroup is not None else args,
@@ -96,7 +98,7 @@ def _start(limits: SandboxLimits, data: Mapping[str, bytes]) -> _Started:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             pass_fds=[report_write, *data_fds.values()],
-            env=_ENV,
+            env=ENV,
             start_new_session=True,
         )
     except BaseException:
@@ -122,15 +124,22 @@ def _started(limits: SandboxLimits, data: Mapping[str, bytes]) -> _Started:
 
 
 def _start_next(limits: SandboxLimits) -> None:
-    if limits not in _waiting:
-        with contextlib.suppress(Exception):  # the next call starts its own, and reports why
-            _waiting[limits] = _start(limits, {})
+    if limits in _waiting:
+        return
+    try:
+        started = _start(limits, {})
+    except Exception:  # the next call starts its own, and reports why
+        return
+    if _waiting.setdefault(limits, started) is not started:  # another thread's came first
+        started.end()
 
 
 @atexit.register
 def _end_waiting() -> None:
     while _waiting:
-        _waiting.popitem()[1].end()
+        started = _waiting.popitem()[1]
+        if started.owner == os.getpid():
+            started.end()
 
 
 async def run_sandboxed(
