@@ -92,19 +92,24 @@ print("REACTCHAT_TEST_SECRET" in os.environ)
 
 
 async def test_nothing_outside_out_and_tmp_can_be_written() -> None:
+    # only opened for writing, never written: /proc/sysrq-trigger would act on the host.
+    # With reactchat run as root (uid 0 outside), /proc's files are writable on owner bits
+    # alone unless the sandbox makes them read-only.
     code = """
 import os
-for path in ["/usr/evil", "/etc/evil", sys_prefix + "/evil", "/data/evil", "/evil", "/sandbox/main.py"]:
+paths = ["/usr/evil", "/etc/evil", sys_prefix + "/evil", "/data/evil", "/evil",
+         "/proc/sys/vm/drop_caches", "/proc/sysrq-trigger", "/proc/sys/kernel/core_pattern"]
+for path in paths:
     try:
-        open(path, "w").write("x")
-        print("wrote", path)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o644))
+        print("opened", path)
     except OSError as exc:
         print("refused", type(exc).__name__)
 open("/out/ok", "w").write("fine")
 """
     run = await run_sandboxed(f"sys_prefix = {sys.prefix!r}\n{code}")
-    assert "wrote" not in run.stdout.text, run.stdout.text
-    assert run.stdout.text.count("refused") == 6
+    assert "opened" not in run.stdout.text, run.stdout.text
+    assert run.stdout.text.count("refused") == 8, run.stdout.text
     assert not Path(sys.prefix, "evil").exists()
     assert run.files == {"ok": b"fine"}
 

@@ -98,6 +98,8 @@ ENV = {
 }
 #: pieces of /etc that libraries read (fonts for matplotlib, shared-library cache, time zone)
 _ETC = ("/etc/fonts", "/etc/ld.so.cache", "/etc/localtime", "/etc/alternatives", "/etc/ssl/certs")
+#: parts of /proc that act on the whole host (sysctls, SysRq, IRQ affinity...): read-only
+_PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "scsi")
 #: processes of bwrap's own beside the code's (``SandboxLimits.processes``, the runner
 #: included): its init counts in the sandbox's user namespace, bwrap itself too in the cgroup
 _BWRAP_IN_USERNS = 1
@@ -272,6 +274,11 @@ def command(program: str, limits: SandboxLimits, report_fd: int, data: Mapping[s
             args += ["--ro-bind", piece, piece]
     args += _interpreter_binds()
     args += ["--proc", "/proc", "--dev", "/dev"]
+    # bwrap covers only some of these, and not /proc/sys: with uid 0 outside (reactchat
+    # run as root) their files are writable on owner bits alone, and they act on the host
+    for name in _PROC_READ_ONLY:
+        if os.path.exists(f"/proc/{name}"):
+            args += ["--ro-bind", f"/proc/{name}", f"/proc/{name}"]
     for folder in ("/tmp", "/out"):
         args += ["--size", str(limits.disk), "--perms", "0700", "--tmpfs", folder]
     args += ["--dir", "/data"]
