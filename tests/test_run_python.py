@@ -31,6 +31,7 @@ async def test_the_code_runs_and_its_output_error_and_files_come_back() -> None:
     assert run.stdout.text == "45\n"
     assert run.error is not None and run.error.endswith("ValueError: no such thing")
     assert 'File "main.py", line 3' in run.error
+    assert run.stderr.text == ""  # stderr is what the code wrote, the error is apart
     assert run.files == {"n.txt": b"45"}
 
 
@@ -219,3 +220,14 @@ async def test_the_sandbox_started_ahead_is_fresh_for_each_call() -> None:
     # a run with uploads starts its own: /data is bound in when the sandbox starts
     third = await run_sandboxed("import os\nprint(os.listdir('/data'))", {"a.txt": b"a"}, limits)
     assert third.stdout.text == "['a.txt']\n"
+
+
+async def test_the_observation_shows_output_stderr_the_error_and_what_was_cut() -> None:
+    from reactchat.toolbox._python import render
+
+    code = "import sys\nprint('x' * 100_000)\nprint('careful', file=sys.stderr)\n{}['key']"
+    text = render(await run_sandboxed(code), kept=[])
+    stdout, stderr, error = text.split("\n\n")
+    assert stdout.startswith("stdout:\nxxx") and stdout.endswith("[stdout cut: 96001 more bytes not shown]")
+    assert stderr == "stderr:\ncareful"
+    assert error == "error:\n  File \"main.py\", line 4, in <module>\nKeyError: 'key'"

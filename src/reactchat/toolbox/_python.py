@@ -36,7 +36,7 @@ def render(run: SandboxRun, kept: list[str], shown: int = SHOWN) -> str:
     parts = []
     if run.stdout.total:
         parts.append(_stream("stdout", run.stdout, shown))
-    if run.stderr.total and not (run.error and run.stderr.text.rstrip().endswith(run.error)):
+    if run.stderr.total:
         parts.append(_stream("stderr", run.stderr, shown))
     if run.error:
         parts.append(f"error:\n{run.error}")

@@ -57,9 +57,9 @@ except SystemExit as exc:
         error = "SystemExit: " + str(exc.code)
 except BaseException as exc:
     import traceback
+    # the last three frames and the exception: the report's, not stderr's (which is the code's)
     lines = traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next)
-    sys.stderr.write("".join(lines))
-    error = "".join(lines[-3:]).rstrip()
+    error = "".join(lines[1:][-4:]).rstrip()
 for stream in (sys.stdout, sys.stderr):
     try:
         stream.flush()
