@@ -38,6 +38,7 @@ from reactchat.cli.retention import expire_sessions
 from reactchat.cli.tool_refs import close_tools, offered_tools
 from reactchat.engine.session import SessionState
 from reactchat.errors import DiskFull
+from reactchat.server._artifacts import artifact_routes
 from reactchat.server._cancel import cancel_routes, watch_cancels
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
@@ -167,6 +168,7 @@ def create_app(
     app.state.server = server
     _error_handlers(app)
     _session_routes(app, server)
+    artifact_routes(app, server)
     from reactchat.server._openai import openai_routes
 
     openai_routes(app, server)

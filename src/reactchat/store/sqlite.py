@@ -17,6 +17,8 @@ prefixed ``kb_`` for the knowledge base, and must leave these alone)::
     session_locks(session TEXT PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER, expires REAL,
                   cancel REAL)              -- when a cancel of the running turn was asked for
     reflections(key TEXT, at REAL, text TEXT)   -- Reflexion's memory (orchestration.reflexion)
+    artifacts(session TEXT → sessions.id ON DELETE CASCADE, name TEXT, content_type TEXT,
+              size INTEGER, at REAL, data BLOB, PRIMARY KEY (session, name))   -- store/_artifacts.py
 
 Events are append-only; the state of a session is derived from them. Durability: WAL
 with ``synchronous=NORMAL``, so every committed event survives a killed process (a
@@ -57,6 +59,7 @@ from reactchat.errors import DiskFull
 from reactchat.messages import Event, stored_event, stored_json
 from reactchat.store import SessionNotFound
 from reactchat.store import _migrations as migrations
+from reactchat.store._artifacts import MAX_ARTIFACTS, MAX_SESSION_BYTES, PRUNE, Artifact, content_type
 from reactchat.store._migrations import Schema, mark_interrupted
 from reactchat.store._views import TurnViews, View
 
@@ -129,6 +132,19 @@ SCHEMA.add(
     """UPDATE sessions
     SET active_at = coalesce((SELECT max(at) FROM events WHERE session = sessions.id), created_at)""",
     "CREATE INDEX sessions_active ON sessions(active_at)",
+)
+SCHEMA.add(
+    6,
+    "m006_artifacts",  # files a session's tools made (reactchat.store._artifacts)
+    """CREATE TABLE artifacts (
+        session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        content_type TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        at REAL NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (session, name)
+    ) WITHOUT ROWID""",
 )
 
 
@@ -511,6 +527,50 @@ class SqliteStore:
                 )
 
         await self._call(add, write=True)
+
+    # ------------------------------------------------------------------ artifacts
+
+    async def put_artifact(self, session_id: str, name: str, data: bytes, at: float) -> Artifact:
+        """Keep an artifact (replacing one of that name); the oldest beyond the bounds go."""
+        kept = Artifact(name, content_type(name, data), len(data), at)
+
+        def put(db: sqlite3.Connection) -> None:
+            with _immediate(db):
+                if not _exists(db, session_id):
+                    raise SessionNotFound(session_id)
+                db.execute(
+                    "INSERT OR REPLACE INTO artifacts (session, name, content_type, size, at, data) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (session_id, name, kept.content_type, kept.size, at, data),
+                )
+                db.execute(PRUNE, (session_id, session_id, MAX_ARTIFACTS, MAX_SESSION_BYTES))
+
+        await self._call(put, write=True)
+        return kept
+
+    async def artifact(self, session_id: str, name: str) -> Artifact | None:
+        """The artifact with its bytes, or None."""
+
+        def read(db: sqlite3.Connection) -> Artifact | None:
+            row = db.execute(
+                "SELECT name, content_type, size, at, data FROM artifacts WHERE session = ? AND name = ?",
+                (session_id, name),
+            ).fetchone()
+            return Artifact(*row) if row else None
+
+        return await self._call(read)
+
+    async def artifacts(self, session_id: str) -> list[Artifact]:
+        """The session's artifacts without their bytes, oldest first."""
+
+        def read(db: sqlite3.Connection) -> list[Artifact]:
+            rows = db.execute(
+                "SELECT name, content_type, size, at FROM artifacts WHERE session = ? ORDER BY at, name",
+                (session_id,),
+            ).fetchall()
+            return [Artifact(*row) for row in rows]
+
+        return await self._call(read)
 
     # ------------------------------------------------------------------ turn locks
 

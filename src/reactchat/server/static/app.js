@@ -2,6 +2,7 @@
 // Talks to /v1/sessions; the session id lives in localStorage so a reload resumes the chat.
 import { callLine, cite, markdown, sourcesOf, usageLine } from "./render.js";
 import { api, errorText, askToken, headers } from "./api.js";
+import { showArtifacts } from "./artifacts.js";
 import { showSessions } from "./sessions.js";
 import { hasRun, nest, planProgress, showPlan } from "./team.js";
 
@@ -206,6 +207,7 @@ async function load() {
     for (const event of t.events) show(event);
     if (t.status !== "waiting" && !(view.status === "running" && t === view.turns.at(-1))) showUsage(t.usage);
   }
+  await showArtifacts(session, $("log"));
   setPending(view.pending);
   showFiles(view.files);
   $("files-bar").hidden = !view.files_enabled;
@@ -290,6 +292,7 @@ function frame(block, stream) {
   if (payload.status === "cancelled") add("note", "Stopped: the turn was cancelled.", "note");
   if (payload.status !== "waiting") showUsage(payload.usage);
   if (payload.files) showFiles(payload.files);
+  showArtifacts(session, $("log"));
 }
 
 async function stop() {
