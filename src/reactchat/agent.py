@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from reactchat.engine import build
 from reactchat.engine.approval import Policy
+from reactchat.engine.budget import Budget
 from reactchat.engine.guards import DEFAULT_MAX_OBSERVATION
 from reactchat.engine.output import DEFAULT_RETRIES, Output, as_output
 from reactchat.engine.run import Run
@@ -103,6 +104,7 @@ class Agent:
         effects: dict[str, Effect] | None = None,
         in_doubt: Literal["ask", "tell_model"] = "ask",
         parallel_tools: int = 8,
+        budget: Budget | None = None,
         output_type: Any = None,
         output_retries: int = DEFAULT_RETRIES,
         tool_threads: int = DEFAULT_TOOL_THREADS,
@@ -167,6 +169,8 @@ class Agent:
         self.in_doubt: Literal["ask", "tell_model"] = in_doubt
         #: how many tool calls of one model reply run at once
         self.parallel_tools = parallel_tools
+        #: limits on what one turn spends: reached, the turn waits (``pending.kind == "budget"``)
+        self.budget = budget
         #: what a final answer must be: ``output_type`` is a pydantic model (or any type
         #: pydantic validates) or a JSON schema; a failing answer goes back as a correction
         self.output = as_output(output_type, output_retries)
@@ -227,10 +231,12 @@ class Agent:
         reply_to: str | None = None,
         on_event: Callable[[Event], None] | None = None,
         output_type: Any = None,
+        budget: Budget | None = None,
     ) -> RunResult:
         """Run one turn and return its result (see ``stream``); ``on_event`` sees each event;
-        ``output_type`` types this turn's final answer (instead of the agent's own)."""
-        run = self.turn(message, session, reply_to=reply_to, output_type=output_type)
+        ``output_type`` types this turn's final answer (instead of the agent's own); ``budget``
+        limits this turn instead of the agent's."""
+        run = self.turn(message, session, reply_to=reply_to, output_type=output_type, budget=budget)
         async for event in run:
             if on_event is not None:
                 on_event(event)
@@ -273,12 +279,24 @@ class Agent:
         deltas: bool = False,
         output_type: Any = None,
         on_delta: Callable[[str], Any] | None = None,
+        budget: Budget | None = None,
     ) -> Run:
         """The ``Run`` of one turn, not started: iterate it for the events, then read ``result``.
         ``output_type`` types this turn's final answer (instead of the agent's own);
-        ``on_delta(text)`` sees a streaming model's text as it comes (no ``DeltaEvent``s)."""
+        ``on_delta(text)`` sees a streaming model's text as it comes (no ``DeltaEvent``s);
+        ``budget`` limits this turn instead of the agent's ``budget``."""
         output = as_output(output_type, self.output.retries if self.output else DEFAULT_RETRIES)
-        return Run(self, runner, message, session, reply_to=reply_to, deltas=deltas, output=output, on_delta=on_delta)
+        return Run(
+            self,
+            runner,
+            message,
+            session,
+            reply_to=reply_to,
+            deltas=deltas,
+            output=output,
+            on_delta=on_delta,
+            budget=budget,
+        )
 
     async def state(self, session: str) -> SessionState:
         """The session's turns, from its stored events."""

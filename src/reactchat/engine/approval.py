@@ -52,10 +52,15 @@ def question(tool: str, arguments: Any) -> str:
     )
 
 
+def is_yes(reply: str) -> bool:
+    """Whether a reply says yes (``yes``, ``ok``, ``approve``, ``oui``…)."""
+    return reply.strip().lower().rstrip(".!") in _YES
+
+
 def decide(reply: str, arguments: Any) -> Verdict:
     """Read the user's reply to an approval request for a call with ``arguments``."""
     text = reply.strip()
-    if text.lower().rstrip(".!") in _YES:
+    if is_yes(text):
         return Verdict(True, arguments)
     if text.startswith("{"):
         try:

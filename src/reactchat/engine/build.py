@@ -7,6 +7,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from reactchat.engine.budget import Spending, check_priced
 from reactchat.engine.guards import RepeatGuard
 from reactchat.engine.loop import Loop, Runners
 from reactchat.engine.output import Output
@@ -60,6 +61,7 @@ async def make_loop(
     on_delta: Callable[[str], Any] | None = None,
     release: str | None = None,
     max_depth: int | None = None,
+    spending: Spending | None = None,
 ) -> Loop:
     """The ReAct loop of ``agent`` for one run (not replayed: see ``Loop.replay``).
 
@@ -68,7 +70,8 @@ async def make_loop(
     agent's ``output_type``; ``stored`` is the turn's own list of events, every run's (what
     the run appends to it later, a nested run sees); ``release`` is the owner of the turn's
     lock when this run's final answer ends the turn (the lock then ends in the answer's own
-    store transaction); ``runners`` pick what runs the nested runs it starts.
+    store transaction); ``runners`` pick what runs the nested runs it starts; ``spending`` is
+    what the turn has spent of its budget, shared by every run of the turn.
     """
     store = store or agent.store
     output = output or agent.output
@@ -78,6 +81,7 @@ async def make_loop(
     if agent.effects:
         tools = [with_effect(t, agent.effects[t.name]) if t.name in agent.effects else t for t in tools]
     model = agent.model
+    check_priced(spending.budget if spending is not None else None, model.name)
     context = min(agent.context_tokens, model.context_tokens or agent.context_tokens) * CHARS_PER_TOKEN
     return Loop(
         session=session,
@@ -105,6 +109,7 @@ async def make_loop(
         release=release,
         in_doubt=agent.in_doubt,
         parallel_tools=agent.parallel_tools,
+        spending=spending,
     )
 
 

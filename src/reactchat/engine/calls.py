@@ -15,6 +15,7 @@ from typing import Any
 
 from reactchat.engine import approval
 from reactchat.engine.approval import Policy
+from reactchat.engine.budget import Spending
 from reactchat.engine.guards import RepeatGuard, truncate, unknown_tool
 from reactchat.engine.tracing import TurnTrace
 from reactchat.messages import Event, ObservationEvent, QuestionEvent
@@ -26,6 +27,8 @@ from reactchat.tools.threads import ToolThreads
 #: a call that passed its guards: the tool, its validated arguments, its repeat-guard key
 Admitted = tuple[Tool, dict[str, Any], tuple[str, str]]
 ONE_QUESTION = "Ask one question at a time; ask this one after the answer."
+#: the observation of a call made once the turn's tool calls are spent
+SPENT = "Not run: this turn has used its budget of tool calls. Answer with what you have."
 
 
 class Calls:
@@ -48,6 +51,8 @@ class Calls:
     deps: Any
     services: dict[str, Any]
     message: str
+    #: what the turn has spent of its budget (shared by every run of the turn), if it has one
+    spending: Spending | None
 
     # ------------------------------------------------------------------ events
 
@@ -60,6 +65,9 @@ class Calls:
         for event in events:
             self.place(event)
         await self.store.append(*events)
+        if self.spending is not None:
+            for event in events:
+                self.spending.add(event)
         return events
 
     def place(self, event: Event) -> Event:
@@ -169,6 +177,8 @@ class Calls:
             return checked
         tool, arguments, key = checked
         name = call.tool
+        if self.spending is not None and not self.spending.calls_left():
+            return ToolResult(SPENT, is_error=True)
         if not approved and self.needs_approval(tool, arguments):
             raise PauseForUser(approval.question(name, arguments), kind="approval")
         context = self.context(call.call_id) if tool.context_params else None

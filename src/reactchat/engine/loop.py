@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 
 from reactchat.engine import approval
 from reactchat.engine.approval import Policy
+from reactchat.engine.budget import Spending
 from reactchat.engine.calls import ONE_QUESTION
 from reactchat.engine.guards import RepeatGuard
 from reactchat.engine.output import Output, OutputInvalid
@@ -127,6 +128,8 @@ class Loop(Recovery):
     in_doubt: Literal["ask", "tell_model"] = "ask"
     #: how many tool calls of one reply run at once
     parallel_tools: int = 8
+    #: what the turn has spent of its budget (one for every run of the turn), if it has one
+    spending: Spending | None = None
     step: int = field(default=0, init=False)
     #: the OpenTelemetry span of this run (``tracing.NO_TRACE`` when not traced)
     trace: TurnTrace = field(default=NO_TRACE, init=False)
@@ -157,6 +160,10 @@ class Loop(Recovery):
         self.step = max(self.step, pending.step)
         answer = await self.emit(UserEvent(text=reply))
         yield answer
+        if pending.kind == "budget":
+            async for event in self.after_budget(reply):
+                yield event
+            return
         call = Call(pending.call_id, pending.tool, pending.input)
         started = time.perf_counter()
         if pending.kind == "approval":
@@ -172,7 +179,13 @@ class Loop(Recovery):
             yield event
 
     async def recover(self, events: list[Event]) -> AsyncIterator[Event]:
-        """Finish a run a crash or a model error interrupted, from its last durable event."""
+        """Finish a run a crash or a model error interrupted, from its last durable event (or
+        go on after the reply to its budget question, stored by a run above it)."""
+        reply = _budget_reply(events)
+        if reply is not None:
+            async for event in self.after_budget(reply):
+                yield event
+            return
         asked = False
         async for event in self.finish_interrupted(events):
             asked = asked or isinstance(event, QuestionEvent)
@@ -233,9 +246,36 @@ class Loop(Recovery):
             await self.stopped(error)
             raise
 
+    async def after_budget(self, reply: str) -> AsyncIterator[Event]:
+        """Go on after the reply to a budget question: ``yes`` granted as much again (the reply,
+        durable, counts as the grant); anything else asks for the best answer so far."""
+        if approval.is_yes(reply):
+            async for event in self.invoke():
+                yield event
+        else:
+            yield await self.best_effort("budget")
+
+    async def over_budget(self) -> Event | None:
+        """Before a model call: the budget question when a limit of the turn's is reached, or the
+        best answer so far when the user refused more (None: within budget, or none)."""
+        spending = self.spending
+        if spending is None:
+            return None
+        if spending.refused:
+            return await self.best_effort("budget")
+        spent = spending.over()
+        if spent is None:
+            return None
+        question = QuestionEvent(call_id=spending.next_call_id(), question=spending.question(spent), kind="budget")
+        return await self.emit(question)
+
     async def steps(self) -> AsyncIterator[Event]:
         """Step until a final answer, a question for the user, or a guard stops the run."""
         while True:
+            paused = await self.over_budget()
+            if paused is not None:
+                yield paused
+                return
             if self.step >= self.max_steps:
                 yield await self.best_effort("max_steps")
                 return
@@ -461,6 +501,16 @@ class Loop(Recovery):
             return await self.emit(answer)
         await self.store.append_unlock(self.release, self.place(answer))
         return answer
+
+
+def _budget_reply(events: list[Event]) -> str | None:
+    """The reply to the run's budget question when it is the run's last event (a run above
+    stored it), else None."""
+    if len(events) >= 2 and isinstance(events[-1], UserEvent):
+        question = events[-2]
+        if isinstance(question, QuestionEvent) and question.kind == "budget":
+            return events[-1].text
+    return None
 
 
 __all__ = ["SHUTDOWN", "Loop", "Runner", "Runners"]

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from reactchat.engine.approval import Policy
+from reactchat.engine.budget import Budget
 from reactchat.engine.output import Output
 from reactchat.messages import AnswerEvent
 from reactchat.models import Model
@@ -95,6 +96,8 @@ class AgentSpec(Protocol):
     #: effect classes that override the tools' own, by tool name
     effects: dict[str, Effect]
     in_doubt: Literal["ask", "tell_model"]
+    #: limits on what one turn spends (None: none)
+    budget: Budget | None
     parallel_tools: int
     output: Output | None
     threads: ToolThreads

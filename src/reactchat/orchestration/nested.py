@@ -144,6 +144,7 @@ async def delegate(
             stored=stored,
             on_delta=parent.on_delta,
             max_depth=parent.max_depth,
+            spending=parent.spending,
         )
         runner = parent.runners(child, loop, task, history, mine, mode)
         events = runner.recover(mine) if mine else runner.start(task)

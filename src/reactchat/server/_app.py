@@ -36,6 +36,7 @@ from reactchat.agent import Agent
 from reactchat.cli.report import turn_view
 from reactchat.cli.retention import expire_sessions
 from reactchat.cli.tool_refs import close_tools, offered_tools
+from reactchat.engine.budget import Budget
 from reactchat.engine.session import SessionState
 from reactchat.errors import DiskFull
 from reactchat.server._artifacts import artifact_routes
@@ -86,6 +87,22 @@ class MessageIn(Body):
     stream: StrictBool = True
     #: a JSON schema the final answer must match: the answer is then that JSON
     output_schema: dict[str, Any] | None = None
+    #: limits of this turn, held within the server's ``max_budget``
+    budget: BudgetIn | None = None
+
+
+class BudgetIn(Body):
+    """What one turn may spend (``reactchat.Budget``): each limit more than 0."""
+
+    model_config = ConfigDict(extra="forbid")
+    tokens: int | None = Field(default=None, gt=0)
+    cost: float | None = Field(default=None, gt=0)
+    seconds: float | None = Field(default=None, gt=0)
+    tool_calls: int | None = Field(default=None, gt=0)
+
+    def limits(self, most: Budget | None) -> Budget:
+        """These limits, held within the server's ``most``."""
+        return Budget(self.tokens, self.cost, self.seconds, self.tool_calls).within(most)
 
 
 @dataclass
@@ -329,7 +346,9 @@ def _session_routes(app: FastAPI, server: Server) -> None:
     )
     async def post_message(session: str, body: MessageIn) -> Response:
         """Run a turn (or answer the pending question) and stream its events as SSE."""
-        feed = await server.turns.start(server.agent, session, body.message, body.reply_to, body.output_schema)
+        most = server.config.max_budget
+        budget = body.budget.limits(most) if body.budget is not None else most
+        feed = await server.turns.start(server.agent, session, body.message, body.reply_to, body.output_schema, budget)
         left = server.files.left_after(session) if server.files is not None else None
         if body.stream:
             return TurnStream(sse(feed, left))
