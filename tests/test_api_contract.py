@@ -14,9 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from attack_support import serve
+from server_support import make_app, running
 
 HERE = Path(__file__).resolve().parent
 SCHEMATHESIS = Path(sys.executable).with_name("st")
@@ -34,3 +36,16 @@ def test_the_api_answers_as_its_openapi_document_says(tmp_path: Path, seed: int)
     assert done.returncode == 0, report
     assert " passed" in done.stdout and "failures" not in done.stdout.lower(), report
     assert "schema validation mismatch" not in done.stdout.lower(), report  # an operation refusing valid data
+
+
+def test_a_retention_too_large_to_store_is_a_422() -> None:
+    # found by Schemathesis: 42337424633502228480 rounds passed validation, then overflowed the store (500)
+    with running(make_app()) as url:
+        session = httpx.post(f"{url}/v1/sessions").json()["session"]
+        upload = {"file": ("roses.txt", b"Roses are red.")}
+        huge = httpx.post(
+            f"{url}/v1/sessions/{session}/files", files=upload, data={"retention": "42337424633502228480"}
+        )
+        assert huge.status_code == 422 and "retention" in huge.json()["error"]["message"]
+        kept = httpx.post(f"{url}/v1/sessions/{session}/files", files=upload, data={"retention": "3"})
+        assert kept.status_code == 201 and kept.json()["file"]["retention"] == 3

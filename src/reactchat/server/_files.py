@@ -114,7 +114,9 @@ def file_routes(app: FastAPI, server: Server) -> None:
         session: str,
         file: Annotated[UploadFile, File(description="A non-empty document: txt, md, html, csv, json, pdf or docx")],
         retention: Annotated[
-            Annotated[int, Field(ge=1)] | None, BeforeValidator(_absent), Form(json_schema_extra=NOT_GIVEN)
+            Annotated[int, Field(ge=1, le=MAX_RETENTION)] | None,
+            BeforeValidator(_absent),
+            Form(json_schema_extra=NOT_GIVEN),
         ] = None,
     ) -> Any:
         """Add a file to the session's knowledge; ``retention`` is in rounds.
@@ -179,8 +181,12 @@ def _absent(value: Any) -> Any:
     return None if value in ("", "null") else value
 
 
+#: the most rounds a file may be kept for (a larger number would not fit the stores' integers)
+MAX_RETENTION = 1_000_000
 #: what the document says of ``retention``: rounds, or (``_absent``) an empty value or ``null``
-NOT_GIVEN: dict[str, Any] = {"anyOf": [{"type": "integer", "minimum": 1}, {"type": "null"}, {"enum": ["", "null"]}]}
+NOT_GIVEN: dict[str, Any] = {
+    "anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_RETENTION}, {"type": "null"}, {"enum": ["", "null"]}]
+}
 
 
 #: the HTTP status of each ``FileRejected.reason``
