@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from reactchat.tools import Tool, ToolInputError
+from reactchat.tools import Effect, Tool, ToolInputError
 from reactchat.tools._schema import Check, SchemaTool, json_schema_check
 
 if TYPE_CHECKING:
@@ -36,7 +36,8 @@ def listed_tools(server: MCPServer, listing: list[Any]) -> list[Tool]:
             log.warning("MCP server %s: tool %r is left out, %s", server.name, spec.name, check)
             continue
         names.add(spec.name)
-        tools.append(_tool(server, spec.name, spec.description or spec.title or spec.name, schema, check))
+        description = spec.description or spec.title or spec.name
+        tools.append(_tool(server, spec.name, description, schema, check, effect_of(spec.annotations)))
     return tools
 
 
@@ -88,7 +89,22 @@ class MCPTool(SchemaTool):
             ) from None
 
 
-def _tool(server: MCPServer, name: str, description: str, schema: dict[str, Any], check: Check) -> SchemaTool:
+def effect_of(annotations: Any) -> Effect:
+    """A listed tool's effect class from the server's hints: ``readOnlyHint`` means ``read``,
+    ``idempotentHint`` ``idempotent``; without either (hints are the server's word, and the
+    default is the safe reading) ``unsafe``."""
+    if annotations is None:
+        return "unsafe"
+    if getattr(annotations, "read_only_hint", None):
+        return "read"
+    if getattr(annotations, "idempotent_hint", None):
+        return "idempotent"
+    return "unsafe"
+
+
+def _tool(
+    server: MCPServer, name: str, description: str, schema: dict[str, Any], check: Check, effect: Effect
+) -> SchemaTool:
     async def call(arguments: dict[str, Any]) -> str:
         text, is_error = await server.call(name, arguments)
         if is_error:
@@ -97,4 +113,6 @@ def _tool(server: MCPServer, name: str, description: str, schema: dict[str, Any]
 
     schema.pop("title", None)
     # MCPServer.call applies the server's timeout and restarts a hung server itself
-    return MCPTool(call, name=name, description=description, input_schema=schema, check=check, timeout=None)
+    return MCPTool(
+        call, name=name, description=description, input_schema=schema, check=check, timeout=None, effect=effect
+    )
