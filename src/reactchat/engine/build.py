@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from reactchat.engine.forks import ForkLookup
 from reactchat.engine.guards import RepeatGuard
 from reactchat.engine.loop import Loop, Runners
 from reactchat.engine.output import Output
@@ -88,6 +89,7 @@ async def make_loop(
         context_chars=context,
         repeats=RepeatGuard(agent.max_repeats),
         runners=runners,
+        forks=ForkLookup(store, session, path),
         agent=path,
         run=run,
         deps=agent.deps,

@@ -15,6 +15,7 @@ from typing import Any
 
 from reactchat.engine import approval
 from reactchat.engine.approval import Policy
+from reactchat.engine.forks import ForkLookup
 from reactchat.engine.guards import RepeatGuard, truncate, unknown_tool
 from reactchat.engine.tracing import TurnTrace
 from reactchat.messages import Event, ObservationEvent, QuestionEvent
@@ -48,6 +49,7 @@ class Calls:
     deps: Any
     services: dict[str, Any]
     message: str
+    forks: ForkLookup
 
     # ------------------------------------------------------------------ events
 
@@ -166,8 +168,12 @@ class Calls:
             return checked
         tool, arguments, key = checked
         name = call.tool
-        if not approved and self.needs_approval(tool, arguments):
+        fork = await self.forks.memory()  # a forked session reuses or asks (engine/forks.py)
+        if not approved and (self.needs_approval(tool, arguments) or fork.must_approve(tool, arguments)):
             raise PauseForUser(approval.question(name, arguments), kind="approval")
+        if (reused := fork.reused(tool, arguments)) is not None:
+            self.repeats.remember(key, reused)
+            return ToolResult(reused)
         context = self.context(call.call_id) if tool.context_params else None
         with self.trace.tool(name, call.call_id, arguments) as span:
             try:

@@ -71,6 +71,7 @@ class Recovery(Calls):
         answered = {e.call_id for e in events if isinstance(e, ObservationEvent)}
         asked = {e.call_id: e.kind for e in events if isinstance(e, QuestionEvent)}
         replies = _unrecorded_replies(events, answered)
+        fork = await self.forks.memory()  # a call a fork cut off never ran in it: made again
         for event in events:
             if not isinstance(event, ActionEvent):
                 continue
@@ -92,7 +93,7 @@ class Recovery(Calls):
             elif call.call_id not in answered | asked.keys():
                 self.step = event.step
                 tool = self.tools.get(call.tool)
-                if tool is None or not tool.idempotent:
+                if (tool is None or not tool.idempotent) and not fork.cut(event.run, call.call_id):
                     yield await self.observe(call, ToolResult(INTERRUPTED, is_error=True), interrupted=True)
                     continue
                 # an idempotent tool runs again; a sub-agent continues its nested run where it was;
