@@ -6,6 +6,7 @@ books it (an ``unsafe`` tool: it must wait for approval in a fork that repeats i
 
 from __future__ import annotations
 
+import sqlite3
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -208,3 +209,21 @@ async def test_a_fork_at_depth_two_answers_again_and_asks_before_the_effect_repe
     assert [e.tool for e in await store.events(first.session) if isinstance(e, ActionEvent)] == [
         e.tool for e in events if isinstance(e, ActionEvent)
     ]
+
+
+async def test_a_database_from_before_forks_gains_the_origin_columns(tmp_path: Path) -> None:
+    url = f"sqlite:///{tmp_path / 'old.db'}"
+    store = resolve_store(url)
+    session = await store.create_session()
+    await store.close()
+    with sqlite3.connect(tmp_path / "old.db") as db:  # as the schema was before forks
+        db.execute("ALTER TABLE sessions DROP COLUMN forked_from")
+        db.execute("ALTER TABLE sessions DROP COLUMN forked_before")
+        db.execute("DELETE FROM reactchat_migrations WHERE name = 'm006_fork_origin'")
+    store = resolve_store(url)
+    assert await store.origin(session) is None
+    agent = Trip().agent(store)
+    await agent.arun("hello", session)
+    new = await agent.fork(session)
+    assert await store.origin(new) == (session, 3)
+    await store.close()
