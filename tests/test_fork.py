@@ -6,10 +6,12 @@ books it (an ``unsafe`` tool: it must wait for approval in a fork that repeats i
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -226,4 +228,33 @@ async def test_a_database_from_before_forks_gains_the_origin_columns(tmp_path: P
     await agent.arun("hello", session)
     new = await agent.fork(session)
     assert await store.origin(new) == (session, 3)
+    await store.close()
+
+
+def reorder_first_body(url: str, session: str) -> None:
+    """Rewrite the session's first event as JSON whose first key is not ``session`` (a body
+    another writer could have made), through the database's own driver."""
+    if url.startswith("sqlite"):
+        db: Any = sqlite3.connect(url.removeprefix("sqlite:///"))
+    else:
+        import psycopg
+
+        db = psycopg.connect(url, autocommit=True)
+    mark = "?" if url.startswith("sqlite") else "%s"
+    with db:
+        (body,) = db.execute(f"SELECT body FROM events WHERE session = {mark} AND seq = 1", (session,)).fetchone()
+        fields = body if isinstance(body, dict) else json.loads(body)
+        moved = json.dumps({"type": fields.pop("type"), **fields})
+        db.execute(f"UPDATE events SET body = {mark} WHERE session = {mark} AND seq = 1", (moved, session))
+
+
+async def test_an_event_stored_in_another_key_order_is_copied_too(durable_url: str) -> None:
+    store = resolve_store(durable_url)
+    agent = Trip().agent(store)
+    session = await two_turns(agent)
+    reorder_first_body(durable_url, session)
+    new = await agent.fork(session)
+    copied = await store.events(new)
+    assert {e.session for e in copied} == {new}
+    assert bodies(copied) == bodies(await store.events(session))
     await store.close()

@@ -137,7 +137,13 @@ WHERE s.id = %s FOR SHARE"""
 #: a fork's session row (an id already taken is a ``UniqueViolation``: a fork never merges)
 _FORK_SESSION = """INSERT INTO sessions (id, created_at, active_at, forked_from, forked_before)
 VALUES (%s, %s, %s, %s, %s)"""
-_FORK_EVENTS = "SELECT seq, turn, step, type, at, body::text FROM events WHERE session = %s AND seq < %s ORDER BY seq"
+#: a fork's copy of the events whose JSON starts with the original's head (``Rebase``): every
+#: event reactchat writes; ``_FORK_OTHERS`` are the rest, rewritten in Python
+_FORK_COPY = """INSERT INTO events (session, seq, turn, step, type, at, body)
+SELECT %(new)s, seq, turn, step, type, at, (%(new_head)s || substr(body::text, length(%(head)s) + 1))::json
+FROM events WHERE session = %(old)s AND seq < %(stop)s AND starts_with(body::text, %(head)s)"""
+_FORK_OTHERS = """SELECT seq, turn, step, type, at, body::text FROM events
+WHERE session = %(old)s AND seq < %(stop)s AND NOT starts_with(body::text, %(head)s) ORDER BY seq"""
 _FORK_INSERT = "INSERT INTO events (session, seq, turn, step, type, at, body) VALUES (%s, %s, %s, %s, %s, %s, %s::json)"
 
 #: a new session (an id given twice, or already taken, is left as it is)
@@ -420,7 +426,10 @@ class PostgresStore:
             stop = fork_point(session_id, before, found[0])
             now = time.time()
             await db.execute(_FORK_SESSION, (new_id, now, now, session_id, stop))
-            cursor = await db.execute(_FORK_EVENTS, (session_id, stop))
+            # copied by the server, each body's head rewritten (one statement, not a row each)
+            heads = {"new": new_id, "old": session_id, "stop": stop, "head": rebase.head, "new_head": rebase.new_head}
+            await db.execute(_FORK_COPY, heads)
+            cursor = await db.execute(_FORK_OTHERS, heads)  # a body written otherwise: rewritten here
             rows = [
                 (new_id, seq, turn, step, kind, at, rebase(seq, body))
                 for seq, turn, step, kind, at, body in await cursor.fetchall()
