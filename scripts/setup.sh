@@ -4,10 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# PostgreSQL (tests, multi-worker serving) and Chromium (web page tests) from Debian
+# PostgreSQL (tests, multi-worker serving), Chromium (web page tests) and bubblewrap
+# (run_python's sandbox) from Debian
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     missing=()
-    for pkg in postgresql chromium chromium-driver; do
+    for pkg in postgresql chromium chromium-driver bubblewrap; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
     if [ ${#missing[@]} -gt 0 ]; then

@@ -21,7 +21,7 @@ import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -36,6 +36,9 @@ _STEP = re.compile(r"^\d+\. \((\w+)\)", re.MULTILINE)
 
 #: one action of a script: (tool, input), the input may use {task}
 Act = tuple[str, dict[str, object]]
+
+
+InDoubt = Literal["ask", "tell_model"]
 
 
 def make_bump(effects: str, delay: float = 0.0) -> Tool:
@@ -143,7 +146,7 @@ def executor_acts(task: str) -> list[Act]:
     return acts
 
 
-def deep_team(store: str | Store, effects: str, delay: float = 0.0) -> Agent:
+def deep_team(store: str | Store, effects: str, delay: float = 0.0, in_doubt: InDoubt = "ask") -> Agent:
     """boss → researcher → fetcher; the fetcher asks the user, then bumps (a side effect)."""
     bump = make_bump(effects, delay=delay)
     fetcher = Agent(
@@ -152,6 +155,7 @@ def deep_team(store: str | Store, effects: str, delay: float = 0.0) -> Agent:
         ),
         tools=[bump],
         name="fetcher",
+        in_doubt=in_doubt,
         description="Fetches facts.",
     )
     researcher = Agent(
@@ -160,6 +164,7 @@ def deep_team(store: str | Store, effects: str, delay: float = 0.0) -> Agent:
         ),
         tools=[fetcher],
         name="researcher",
+        in_doubt=in_doubt,
         description="Researches a question.",
         ask_user=False,
     )
@@ -171,24 +176,29 @@ def deep_team(store: str | Store, effects: str, delay: float = 0.0) -> Agent:
         ),
         tools=[researcher],
         name="boss",
+        in_doubt=in_doubt,
         store=store,
         ask_user=False,
     )
 
 
-def plan_team(store: str | Store, effects: str, steps: list[dict[str, object]], delay: float = 0.0) -> Agent:
+def plan_team(
+    store: str | Store, effects: str, steps: list[dict[str, object]], delay: float = 0.0, in_doubt: InDoubt = "ask"
+) -> Agent:
     """A planning boss whose steps bump (itself, or through a ``worker`` sub-agent that may ask)."""
     bump = make_bump(effects, delay=delay)
     worker = Agent(
         model=ReactScript(executor_acts, lambda task, seen: f"worked: {'; '.join(seen)}", delay),
         tools=[bump],
         name="worker",
+        in_doubt=in_doubt,
         description="Bumps counters; may ask the user where they are.",
     )
     return Agent(
         model=PlanScript(steps, delay),
         tools=[worker, bump],
         name="boss",
+        in_doubt=in_doubt,
         store=store,
         plan=True,
         max_plan_steps=len(steps) + 2,

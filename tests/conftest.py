@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
+import types
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,3 +98,76 @@ def store_url(request: pytest.FixtureRequest) -> str:
 
 
 # ================================================================ end of stores (issue 5)
+
+
+# ===================================================================== the slow marker
+# `scripts/test.sh --fast` runs `-m "not slow"`: the tests that run inside the pytest
+# process. Slow are those that start another process (a server, the command, a child
+# agent, an MCP server, Chromium), PostgreSQL, the local model or the embedding model.
+# Most are found in the code rather than listed, so that a new test that starts a worker
+# is slow without anyone marking it: a test is slow when its function, one of its
+# fixtures, or a function of tests/ that they call names one of SLOW_NAMES, or when it
+# runs on the postgres store. SLOW_TESTS names the few whose cost the code does not show;
+# a module whose processes the library starts says `pytestmark = pytest.mark.slow`.
+# Servers in a thread of the test process (server_support.running, the replay servers)
+# start in milliseconds and stay in the fast set.
+
+TESTS = Path(__file__).resolve().parent
+SLOW_NAMES = frozenset(
+    {
+        "subprocess",  # the command, a uvicorn worker, a child agent, `reactchat serve`, a llama.cpp server
+        "Popen",
+        "create_subprocess_exec",
+        "MCPServer",  # an MCP server process, over stdio or HTTP
+        "sync_playwright",  # Chromium
+        "async_playwright",
+        "LocalModel",  # the llama.cpp model, loaded into this process
+        "postgres_server",  # the fixture every PostgreSQL test reaches
+    }
+)
+SLOW_TESTS = frozenset(
+    {
+        "test_the_packaged_minilm_model_finds_paraphrases",  # the embedding model, on torch
+    }
+)
+
+
+def _names_reached(function: object, seen: set[object]) -> Iterator[str]:
+    """The global and attribute names that ``function`` and the functions of tests/ it calls use."""
+    function = inspect.unwrap(function) if callable(function) else function  # a fixture wraps its function
+    code = getattr(function, "__code__", None)
+    if not isinstance(code, types.CodeType) or function in seen or not Path(code.co_filename).is_relative_to(TESTS):
+        return
+    seen.add(function)
+    namespace = getattr(function, "__globals__", {})
+    codes = [code]
+    while codes:  # nested functions, lambdas and comprehensions have code objects of their own
+        current = codes.pop()
+        codes += [const for const in current.co_consts if isinstance(const, types.CodeType)]
+        for name in current.co_names:
+            yield name
+            yield from _names_reached(namespace.get(name), seen)
+
+
+def _is_slow(item: pytest.Function) -> bool:
+    """Whether ``item`` starts one of the slow parts (see SLOW_NAMES and SLOW_TESTS)."""
+    if item.originalname in SLOW_TESTS:
+        return True
+    params = item.callspec.params if hasattr(item, "callspec") else {}
+    if "postgres" in (params.get("durable_url"), params.get("store_url")):
+        return True  # these fixtures reach postgres_url at run time, by a name in no signature
+    names = set(item.fixturenames)  # every fixture the test reaches, postgres_server among them
+    seen: set[object] = set()
+    for part in [item.function, *(getattr(item.module, name, None) for name in item.fixturenames)]:
+        names.update(_names_reached(part, seen))
+    return not SLOW_NAMES.isdisjoint(names)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark slow every test that starts another process, PostgreSQL or a model (see SLOW_NAMES)."""
+    for item in items:
+        if isinstance(item, pytest.Function) and _is_slow(item):
+            item.add_marker(pytest.mark.slow)
+
+
+# ============================================================== end of the slow marker

@@ -24,10 +24,12 @@ import re
 import signal
 import sys
 import time
+from typing import Literal
 
 from reactchat import Agent, AlreadyAnswered, RunContext, SessionBusy, tool
 from reactchat.messages import EVENTS, AssistantMessage, Reply, Request, TextPart
 from reactchat.store import Store, resolve_store
+from reactchat.tools import Effect
 
 _ACTION = re.compile(r"^Action:\s*(\w+)", re.MULTILINE)
 _ASKED = re.compile(r"Action:\s*ask_user\nAction Input: .*\nObservation: (.*)")
@@ -65,10 +67,18 @@ class PlanModel:
         return Reply(parts=[TextPart(text=text)])
 
 
-def make_bump(effects: str, delay: float = 0.0, die_at: int = 0, idempotent: bool = False) -> object:
-    """The side-effect tool: records its call id, optionally dies right after."""
+def make_bump(
+    effects: str, delay: float = 0.0, die_at: int = 0, effect: Effect = "unsafe", reconcile: bool = False
+) -> object:
+    """The side-effect tool: records its call id, optionally dies right after. With
+    ``reconcile``, a check reads the effects file to say whether a call of step ``n`` happened."""
 
-    @tool(idempotent=idempotent)
+    def happened(n: int) -> str | None:
+        with open(effects, encoding="utf-8") as log:
+            found = any(line.split()[1] == str(n) for line in log if line.strip())
+        return f"bumped {n} (found in the log)" if found else None
+
+    @tool(effect=effect, reconcile=happened if reconcile else None)
     async def bump(n: int, ctx: RunContext) -> str:
         """Bump the counter (step n)."""
         with open(effects, "a", encoding="utf-8") as out:
@@ -82,16 +92,27 @@ def make_bump(effects: str, delay: float = 0.0, die_at: int = 0, idempotent: boo
     return bump
 
 
-def make_agent(url: str | Store, plan: list[str], effects: str, **options: float) -> Agent:
+def make_agent(
+    url: str | Store,
+    plan: list[str],
+    effects: str,
+    *,
+    effect: Effect = "unsafe",
+    reconcile: bool = False,
+    in_doubt: Literal["ask", "tell_model"] = "ask",
+    **options: float,
+) -> Agent:
     """The agent every process of a test builds the same way."""
     model = PlanModel(plan, delay=float(options.get("model_delay", 0.0)))
     bump = make_bump(
         effects,
         delay=float(options.get("tool_delay", 0.0)),
         die_at=int(options.get("die_at", 0)),
-        idempotent=bool(options.get("idempotent", False)),
+        effect=effect,
+        reconcile=reconcile,
     )
-    return Agent(model=model, tools=[bump], store=url, max_steps=len(plan) + 5)  # type: ignore[list-item]
+    tools = [bump]
+    return Agent(model=model, tools=tools, store=url, max_steps=len(plan) + 5, in_doubt=in_doubt)  # type: ignore[arg-type]
 
 
 async def main() -> int:

@@ -57,7 +57,7 @@ async def test_question_at_depth_two_answered_from_another_process(durable_url: 
     assert code == 0 and lines[-1] == 'status done "boss: found: fetched: Lyon"'
     assert effects_of(effects).most_common(1)[0][1] == 1
     # the answered question cannot be answered twice
-    agent = deep_team(durable_url, str(effects))
+    agent = deep_team(durable_url, str(effects), in_doubt="tell_model")
     from reactchat import AlreadyAnswered
 
     with contextlib.suppress(AlreadyAnswered):
@@ -108,7 +108,7 @@ async def killed_run(url: str, spec: str, effects: Path, rng: random.Random) -> 
 
 
 async def finish(url: str, session: str, spec: str, effects: Path) -> list[Event]:
-    agent = plan_team(url, str(effects), plan_steps(spec))
+    agent = plan_team(url, str(effects), plan_steps(spec), in_doubt="tell_model")
     try:
         for _ in range(20):
             last = SessionState.from_events(session, await agent.store.events(session)).last

@@ -145,9 +145,18 @@ def test_an_agent_wide_policy_covers_tools_it_does_not_own() -> None:
 
 
 async def test_a_crash_after_the_decision_never_runs_a_side_effect_twice() -> None:
-    # the reply is durable but the process stopped before the call's observation
-    for reply, expected in [("yes", "interrupted"), ("no, not now", "The user refused this call: not now.")]:
-        agent = Agent(model=ScriptedModel([call("send_money", {"to": "bob", "amount": 5}), FINAL]), tools=[send_money])
+    # the reply is durable but the process stopped before the call's observation: whether the
+    # approved call ran is unknown, so it is in doubt (or, with in_doubt="tell_model", reported
+    # interrupted); a refusal is simply recorded
+    for reply, in_doubt, expected in [
+        ("yes", "tell_model", "interrupted"),
+        ("no, not now", "ask", "The user refused this call: not now."),
+    ]:
+        agent = Agent(
+            model=ScriptedModel([call("send_money", {"to": "bob", "amount": 5}), FINAL]),
+            tools=[send_money],
+            in_doubt=in_doubt,  # type: ignore[arg-type]
+        )
         waiting = await agent.arun("pay bob 5")
         assert waiting.pending is not None
         await agent.store.append(
@@ -156,6 +165,17 @@ async def test_a_crash_after_the_decision_never_runs_a_side_effect_twice() -> No
         done = await agent.resume(waiting.session)
         assert SENT == [] and done.status == "done"
         assert expected in (done.steps[0].observation or "")
+    agent = Agent(model=ScriptedModel([call("send_money", {"to": "bob", "amount": 5}), FINAL]), tools=[send_money])
+    waiting = await agent.arun("pay bob 5")
+    assert waiting.pending is not None
+    await agent.store.append(
+        UserEvent(session=waiting.session, turn=waiting.turn, step=waiting.pending.step, text="yes")
+    )
+    doubt = await agent.resume(waiting.session)
+    assert SENT == [] and doubt.status == "waiting" and doubt.pending is not None
+    assert (doubt.pending.kind, doubt.pending.tool) == ("in_doubt", "send_money")
+    done = await agent.arun("skip", doubt.session)
+    assert SENT == [] and done.status == "done" and "not to run it again" in (done.steps[0].observation or "")
 
 
 def test_paused_in_one_process_approved_in_another(tmp_path: Path) -> None:

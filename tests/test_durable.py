@@ -29,6 +29,7 @@ from reactchat.messages import (
 )
 from reactchat.store import SessionNotFound, resolve_store
 from reactchat.store.memory import MemoryStore
+from reactchat.tools import Effect
 
 # ------------------------------------------------------------------ ask_user across processes
 
@@ -272,33 +273,87 @@ async def test_twenty_processes_answer_at_once(durable_url: str, tmp_path: Path)
 # ------------------------------------------------------------------ a tool killed mid-call
 
 
-@pytest.mark.parametrize("idempotent", [False, True], ids=["reported-interrupted", "idempotent-rerun"])
-async def test_tool_killed_after_its_side_effect(durable_url: str, tmp_path: Path, idempotent: bool) -> None:
-    """The process dies inside a tool, after its effect: resume never silently re-runs it (unless idempotent)."""
+async def killed_in_step_two(durable_url: str, tmp_path: Path) -> tuple[str, Path, list[Event], str]:
+    """A child process that dies inside the second of three ``bump`` calls, after its effect."""
+    tmp_path.mkdir(parents=True, exist_ok=True)
     effects = tmp_path / "effects"
     session = await new_session(durable_url)
-    plan = ["bump", "bump", "bump"]
-    died = await run_child(durable_url, session, "count to three", effects, "--plan", ",".join(plan), "--die-at", "2")
+    died = await run_child(durable_url, session, "count to three", effects, "--plan", "bump,bump,bump", "--die-at", "2")
     assert died.code == -9
     assert await stored(durable_url, session) == died.events  # every reported event survived
     assert isinstance(died.events[-1], ActionEvent)
-    killed_call = died.events[-1].call_id
+    return session, effects, died.events, died.events[-1].call_id
 
-    agent = make_agent(durable_url, plan, str(effects), idempotent=idempotent)
+
+@pytest.mark.parametrize(
+    ("effect", "reconcile", "ran", "text"),
+    [
+        ("read", False, 2, "bumped 2"),
+        ("idempotent", False, 2, "bumped 2"),
+        ("unsafe", True, 1, "bumped 2 (found in the log)"),
+    ],
+    ids=["read-reruns", "idempotent-reruns", "unsafe-reconciled"],
+)
+async def test_a_call_killed_after_its_effect_follows_its_effect_class(
+    durable_url: str, tmp_path: Path, effect: Effect, reconcile: bool, ran: int, text: str
+) -> None:
+    """The process dies inside a tool, after its effect; another process resumes the turn and the
+    tool's effect class decides: ``read`` and ``idempotent`` calls run again, an ``unsafe`` one
+    with a ``reconcile`` check is told by it that the effect happened (and does not run again)."""
+    session, effects, before, killed = await killed_in_step_two(durable_url, tmp_path)
+    agent = make_agent(durable_url, ["bump"] * 3, str(effects), effect=effect, reconcile=reconcile)
     result = await resume_when_free(agent, session)
     assert result.status == "done"
     events = await agent.store.events(session)
-    assert events[: len(died.events)] == died.events
-    observation = next(e for e in events if isinstance(e, ObservationEvent) and e.call_id == killed_call)
+    assert events[: len(before)] == before
+    observation = next(e for e in events if isinstance(e, ObservationEvent) and e.call_id == killed)
+    assert (observation.text, observation.is_error, observation.interrupted) == (text, False, False)
     runs = effects_of(effects)
-    if idempotent:
-        assert (observation.text, observation.is_error) == ("bumped 2", False)
-        assert runs[killed_call] == 2  # declared safe to repeat, so it ran again
-    else:
-        assert (observation.interrupted, observation.is_error) == (True, True)
-        assert runs[killed_call] == 1  # never silently re-run
-    finished = [e.call_id for e in events if isinstance(e, ObservationEvent) and e.call_id != killed_call]
-    assert all(runs[call] == 1 for call in finished)
+    assert runs[killed] == ran
+    assert all(runs[e.call_id] == 1 for e in events if isinstance(e, ObservationEvent) and e.call_id != killed)
+    await agent.store.close()
+
+
+async def test_an_unsafe_call_killed_after_its_effect_is_in_doubt_until_the_user_decides(
+    durable_url: str, tmp_path: Path
+) -> None:
+    """An ``unsafe`` call with no reconcile check is never run again by itself: the turn waits
+    (``pending.kind == "in_doubt"``), and the reply decides: a third process answers ``retry``
+    for one crash and ``skip`` for another; any other text is the call's result."""
+    for reply, runs_after, text in [
+        ("retry", 2, "bumped 2"),
+        ("skip", 1, None),
+        ("it went through", 1, "it went through"),
+    ]:
+        session, effects, _, killed = await killed_in_step_two(durable_url, tmp_path / reply.replace(" ", "-"))
+        agent = make_agent(durable_url, ["bump"] * 3, str(effects))
+        waiting = await resume_when_free(agent, session)
+        assert waiting.status == "waiting" and waiting.pending is not None
+        assert (waiting.pending.kind, waiting.pending.tool, waiting.pending.input) == ("in_doubt", "bump", {"n": 2})
+        assert "interrupted" in (waiting.question or "") and effects_of(effects)[killed] == 1
+        await agent.store.close()
+        other = make_agent(durable_url, ["bump"] * 3, str(effects))
+        done = await other.arun(reply, session)
+        assert done.status == "done"
+        observation = next(
+            e for e in await other.store.events(session) if isinstance(e, ObservationEvent) and e.call_id == killed
+        )
+        assert observation.text == (text or observation.text) and (text is not None or observation.is_error)
+        assert effects_of(effects)[killed] == runs_after
+        await other.store.close()
+
+
+async def test_in_doubt_tell_model_keeps_the_interrupted_note(durable_url: str, tmp_path: Path) -> None:
+    """``Agent(in_doubt="tell_model")``: the model is told the call was interrupted; it never runs again."""
+    session, effects, _, killed = await killed_in_step_two(durable_url, tmp_path)
+    agent = make_agent(durable_url, ["bump"] * 3, str(effects), in_doubt="tell_model")
+    result = await resume_when_free(agent, session)
+    assert result.status == "done"
+    observation = next(
+        e for e in await agent.store.events(session) if isinstance(e, ObservationEvent) and e.call_id == killed
+    )
+    assert (observation.interrupted, observation.is_error) == (True, True)
+    assert effects_of(effects)[killed] == 1  # never silently re-run
     await agent.store.close()
 
 

@@ -97,7 +97,9 @@ async def killed_run(url: str, plan: list[str], effects: Path, rng: random.Rando
 
 async def recover(url: str, session: str, plan: list[str], effects: Path) -> list[Event]:
     """Finish the session from this process, as a user or an operator would."""
-    agent = make_agent(url, plan, str(effects))
+    agent = make_agent(
+        url, plan, str(effects), in_doubt="tell_model"
+    )  # the contract kept: never re-run, the model told
     try:
         for _ in range(10):
             state = SessionState.from_events(session, await agent.store.events(session))

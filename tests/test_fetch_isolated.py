@@ -23,6 +23,8 @@ from reactchat.knowledge import FileRejected, KnowledgeBase, Limits
 from reactchat.toolbox import FetchPolicy, FetchRefused, read_link
 from server_support import parse_sse, start_worker
 
+pytestmark = pytest.mark.slow  # the parser processes the knowledge base starts, up to their limits
+
 #: about 9 MB of markup: 300,000 small paragraphs
 HOSTILE = (
     b"<!DOCTYPE html><html><head><title>Many</title></head><body>"

@@ -221,7 +221,7 @@ async def test_a_database_from_before_forks_gains_the_origin_columns(tmp_path: P
     with sqlite3.connect(tmp_path / "old.db") as db:  # as the schema was before forks
         db.execute("ALTER TABLE sessions DROP COLUMN forked_from")
         db.execute("ALTER TABLE sessions DROP COLUMN forked_before")
-        db.execute("DELETE FROM reactchat_migrations WHERE name = 'm006_fork_origin'")
+        db.execute("DELETE FROM reactchat_migrations WHERE name = 'm007_fork_origin'")
     store = resolve_store(url)
     assert await store.origin(session) is None
     agent = Trip().agent(store)

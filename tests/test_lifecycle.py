@@ -153,7 +153,7 @@ async def crashed_session(store_url: str, observation: ObservationEvent | None) 
         events.append(observation.model_copy(update={"session": session, "turn": 1, "step": 1}))
     await store.append(*events)
     model = ScriptedModel([act("lookup", {"key": "k"}, "Again."), final("done")])
-    return session, Agent(model=model, tools=[lookup], store=store)
+    return session, Agent(model=model, tools=[lookup], store=store, in_doubt="tell_model")
 
 
 @pytest.mark.parametrize("interrupted", [True, False])
@@ -175,7 +175,7 @@ async def test_rewording_the_interrupted_sentence_changes_nothing_on_replay(
     CALLS.clear()
     session, agent = await crashed_session(sqlite_url, None)
     monkeypatch.setattr(recovery_module, "INTERRUPTED", "Cut off; its effect is unknown.")
-    failing = Agent(model=ScriptedModel([]), tools=[lookup], store=sqlite_url)
+    failing = Agent(model=ScriptedModel([]), tools=[lookup], store=sqlite_url, in_doubt="tell_model")
     with pytest.raises(ModelError):  # the interrupted call gets its observation, then the model fails
         await failing.resume(session)
     await failing.store.close()

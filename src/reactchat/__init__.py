@@ -25,6 +25,7 @@ __version__ = "0.1.0"
 
 _EXPORTS: dict[str, str] = {
     "Agent": "reactchat.agent",
+    "Budget": "reactchat.engine.budget",
     "Reflexion": "reactchat.orchestration.reflexion",
     "RunResult": "reactchat.engine.session",
     "Step": "reactchat.engine.session",
@@ -55,6 +56,7 @@ _EXPORTS: dict[str, str] = {
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent
+    from reactchat.engine.budget import Budget
     from reactchat.engine.session import RunResult, SessionState, Step
     from reactchat.errors import (
         AlreadyAnswered,

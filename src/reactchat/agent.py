@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from reactchat.engine import build
 from reactchat.engine.approval import Policy
+from reactchat.engine.budget import Budget
 from reactchat.engine.guards import DEFAULT_MAX_OBSERVATION
 from reactchat.engine.output import DEFAULT_RETRIES, Output, as_output
 from reactchat.engine.run import Run
@@ -35,7 +36,7 @@ from reactchat.protocols.base import Transcript
 from reactchat.protocols.packs import PromptPack, get_pack
 from reactchat.store import Store, resolve_store
 from reactchat.toolbox import ask_user as ask_user_tool
-from reactchat.tools import Tool, Toolset, as_tool
+from reactchat.tools import EFFECTS, Effect, Tool, Toolset, as_tool
 from reactchat.tools.threads import DEFAULT_TOOL_THREADS, ToolThreads
 
 
@@ -59,6 +60,13 @@ class Agent:
     ``services`` reach tools as ``RunContext.services``; ``on_turn_end(session, store,
     status)`` runs once a turn has its final answer. More of both can be registered on
     ``agent.hooks`` (``reactchat.knowledge.attach(agent)`` does, for uploaded files).
+
+    A tool's effect class (``@tool(effect=...)``, overridden per name by ``effects``) decides
+    what happens to a call a crash cut off: ``read`` and ``idempotent`` calls run again, an
+    ``unsafe`` one asks its ``reconcile`` check or, with none, makes the turn wait
+    (``pending.kind == "in_doubt"``: ``retry``, ``skip`` or its result; ``in_doubt="tell_model"``
+    tells the model instead). The tool calls of one model reply run at once, at most
+    ``parallel_tools`` (native protocol); their observations are recorded in call order.
 
     ``few_shot=True`` shows the prompt pack's worked example (one full cycle with a tool the
     agent does not have) in the text protocol's instructions; by default it is on for
@@ -93,6 +101,10 @@ class Agent:
         reflect: Reflexion | None = None,
         max_depth: int = 3,
         approval: Policy | None = None,
+        effects: dict[str, Effect] | None = None,
+        in_doubt: Literal["ask", "tell_model"] = "ask",
+        parallel_tools: int = 8,
+        budget: Budget | None = None,
         output_type: Any = None,
         output_retries: int = DEFAULT_RETRIES,
         tool_threads: int = DEFAULT_TOOL_THREADS,
@@ -144,6 +156,21 @@ class Agent:
         self.max_depth = max_depth
         #: policy(tool name, arguments) -> whether a human approves the call first (any tool, MCP ones too)
         self.approval = approval
+        if in_doubt not in ("ask", "tell_model"):
+            raise ConfigError(f"in_doubt must be 'ask' or 'tell_model', not {in_doubt!r}")
+        if parallel_tools < 1:
+            raise ConfigError(f"parallel_tools must be at least 1, not {parallel_tools}")
+        wrong = {name: e for name, e in (effects or {}).items() if e not in EFFECTS}
+        if wrong:
+            raise ConfigError(f"effects must be one of {', '.join(EFFECTS)}: {wrong}")
+        #: effect classes that override the tools' own, by tool name (MCP tools included)
+        self.effects: dict[str, Effect] = dict(effects or {})
+        #: what an unsafe call a crash cut off becomes: a question (``ask``) or a note to the model
+        self.in_doubt: Literal["ask", "tell_model"] = in_doubt
+        #: how many tool calls of one model reply run at once
+        self.parallel_tools = parallel_tools
+        #: limits on what one turn spends: reached, the turn waits (``pending.kind == "budget"``)
+        self.budget = budget
         #: what a final answer must be: ``output_type`` is a pydantic model (or any type
         #: pydantic validates) or a JSON schema; a failing answer goes back as a correction
         self.output = as_output(output_type, output_retries)
@@ -204,10 +231,12 @@ class Agent:
         reply_to: str | None = None,
         on_event: Callable[[Event], None] | None = None,
         output_type: Any = None,
+        budget: Budget | None = None,
     ) -> RunResult:
         """Run one turn and return its result (see ``stream``); ``on_event`` sees each event;
-        ``output_type`` types this turn's final answer (instead of the agent's own)."""
-        run = self.turn(message, session, reply_to=reply_to, output_type=output_type)
+        ``output_type`` types this turn's final answer (instead of the agent's own); ``budget``
+        limits this turn instead of the agent's."""
+        run = self.turn(message, session, reply_to=reply_to, output_type=output_type, budget=budget)
         async for event in run:
             if on_event is not None:
                 on_event(event)
@@ -250,12 +279,24 @@ class Agent:
         deltas: bool = False,
         output_type: Any = None,
         on_delta: Callable[[str], Any] | None = None,
+        budget: Budget | None = None,
     ) -> Run:
         """The ``Run`` of one turn, not started: iterate it for the events, then read ``result``.
         ``output_type`` types this turn's final answer (instead of the agent's own);
-        ``on_delta(text)`` sees a streaming model's text as it comes (no ``DeltaEvent``s)."""
+        ``on_delta(text)`` sees a streaming model's text as it comes (no ``DeltaEvent``s);
+        ``budget`` limits this turn instead of the agent's ``budget``."""
         output = as_output(output_type, self.output.retries if self.output else DEFAULT_RETRIES)
-        return Run(self, runner, message, session, reply_to=reply_to, deltas=deltas, output=output, on_delta=on_delta)
+        return Run(
+            self,
+            runner,
+            message,
+            session,
+            reply_to=reply_to,
+            deltas=deltas,
+            output=output,
+            on_delta=on_delta,
+            budget=budget,
+        )
 
     async def fork(self, session: str, *, before: int | None = None, new_id: str | None = None) -> str:
         """A new session (``new_id``, else a random id) holding the events of ``session`` before

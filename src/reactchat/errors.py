@@ -92,6 +92,18 @@ class TurnFailed(ReactchatError):
         self.cause = cause
 
 
+class DiskFull(ReactchatError, OSError):
+    """The disk holding a database is full; the write that met it was rolled back whole."""
+
+    def __init__(self, path: str, disk: str) -> None:
+        super().__init__(
+            f"the disk {disk} holding {path} is full: nothing of this write was stored; "
+            f"free space on {disk} and send it again"
+        )
+        self.path = path
+        self.disk = disk
+
+
 class InsideEventLoop(ReactchatError, RuntimeError):
     """``Agent.run`` (the sync wrapper) was called from code already running an event loop."""
 
@@ -102,6 +114,7 @@ class InsideEventLoop(ReactchatError, RuntimeError):
 __all__ = [
     "AlreadyAnswered",
     "ConfigError",
+    "DiskFull",
     "InsideEventLoop",
     "NoSuchEvent",
     "NothingToRun",

@@ -21,6 +21,7 @@ from typing import Any, ClassVar, TextIO
 
 from reactchat.cli.retention import days
 from reactchat.cli.tool_refs import close_tools
+from reactchat.engine.budget import Budget
 from reactchat.errors import ReactchatError
 from reactchat.messages import (
     ActionEvent,
@@ -197,7 +198,8 @@ async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             for path in args.file:
                 await upload(agent.services["knowledge"], session, path, err if args.json else out, err)
         trace.start_spinner()
-        result = await agent.arun(args.question, session, on_event=trace.show)
+        budget = Budget.parse(args.budget) if args.budget else None
+        result = await agent.arun(args.question, session, on_event=trace.show, budget=budget)
     finally:
         trace.stop_spinner()
         await close_agent(agent)
@@ -208,8 +210,13 @@ async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"\nThe agent asks: {result.question}", file=out)
             # a planning turn must be resumed by a planning agent, or its open step is lost
             again = f"reactchat ask{' --plan' if getattr(args, 'plan', False) else ''} --session {result.session}"
-            if result.pending is not None and result.pending.kind == "approval":
+            kind = result.pending.kind if result.pending is not None else "question"
+            if kind == "approval":
                 print(f'Approve with: {again} yes  (or "no, and why")', file=out)
+            elif kind == "in_doubt":
+                print(f'Decide with: {again} retry  (or skip, or "what it did")', file=out)
+            elif kind == "budget":
+                print(f"Grant as much again with: {again} yes  (or no for the best answer so far)", file=out)
             else:
                 print(f'Answer with: {again} "your answer"', file=out)
         return EXIT_WAITING
@@ -432,6 +439,7 @@ def parser() -> argparse.ArgumentParser:
     ask.add_argument("--json", action="store_true", help="print the result as JSON")
     ask.add_argument("--file", action="append", metavar="PATH", help="upload a file to ask about (repeatable)")
     ask.add_argument("--plan", action="store_true", help="plan the steps first, then run each as a ReAct sub-run")
+    ask.add_argument("--budget", metavar="LIMITS", help="limits of the turn: tokens=N,cost=USD,seconds=S,tool_calls=N")
     chat = commands.add_parser("chat", help="interactive chat")
     chat.add_argument("--session", help="continue this session")
     mcp = commands.add_parser("mcp", help="serve the agent as one MCP tool over stdio (for other MCP clients)")

@@ -52,10 +52,15 @@ def question(tool: str, arguments: Any) -> str:
     )
 
 
+def is_yes(reply: str) -> bool:
+    """Whether a reply says yes (``yes``, ``ok``, ``approve``, ``oui``…)."""
+    return reply.strip().lower().rstrip(".!") in _YES
+
+
 def decide(reply: str, arguments: Any) -> Verdict:
     """Read the user's reply to an approval request for a call with ``arguments``."""
     text = reply.strip()
-    if text.lower().rstrip(".!") in _YES:
+    if is_yes(text):
         return Verdict(True, arguments)
     if text.startswith("{"):
         try:
@@ -67,6 +72,31 @@ def decide(reply: str, arguments: Any) -> Verdict:
     match = _NO.match(text)
     reason = text[match.end() :].strip() if match else text
     return Verdict(False, reason=reason)
+
+
+#: the replies to a call in doubt that run it again, and that record it as not run
+RETRY = {"retry", "run it again", "again", "rerun", "réessayer", "再試行"}
+SKIP = {"skip", "don't run it", "do not run it", "passer", "スキップ"}
+
+
+def in_doubt(tool: str, arguments: Any) -> str:
+    """The question about a call a crash cut off before it returned."""
+    shown = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    return (
+        f"The call {tool} with {shown} was interrupted before it returned, so whether it took effect "
+        "is unknown. Reply retry to run it again, skip to record it as not run, or say what it did "
+        "(that becomes its result)."
+    )
+
+
+def settled(reply: str) -> str:
+    """What a reply to a call in doubt decided: ``retry``, ``skip`` or ``result`` (the reply is it)."""
+    text = reply.strip().lower().rstrip(".!")
+    return "retry" if text in RETRY else "skip" if text in SKIP else "result"
+
+
+#: the observation of a call in doubt that the user chose not to run again
+SKIPPED = "This call was interrupted by a crash and the user chose not to run it again: treat it as not run."
 
 
 def refusal(verdict: Verdict) -> str:

@@ -3,9 +3,11 @@ the toolsets'), the transcript of the agent's protocol, its limits and where it 
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from typing import Any
 
+from reactchat.engine.budget import Spending, check_priced
 from reactchat.engine.forks import ForkLookup
 from reactchat.engine.guards import RepeatGuard
 from reactchat.engine.loop import Loop, Runners
@@ -16,7 +18,7 @@ from reactchat.protocols.base import Transcript
 from reactchat.protocols.native import SYSTEM, NativeTranscript
 from reactchat.protocols.react import ReactTranscript
 from reactchat.store import Store
-from reactchat.tools import toolset_tools
+from reactchat.tools import Effect, Tool, toolset_tools
 
 #: characters per token, for budgets given in tokens (a rough, model-agnostic estimate)
 CHARS_PER_TOKEN = 4
@@ -60,6 +62,7 @@ async def make_loop(
     on_delta: Callable[[str], Any] | None = None,
     release: str | None = None,
     max_depth: int | None = None,
+    spending: Spending | None = None,
 ) -> Loop:
     """The ReAct loop of ``agent`` for one run (not replayed: see ``Loop.replay``).
 
@@ -68,14 +71,18 @@ async def make_loop(
     agent's ``output_type``; ``stored`` is the turn's own list of events, every run's (what
     the run appends to it later, a nested run sees); ``release`` is the owner of the turn's
     lock when this run's final answer ends the turn (the lock then ends in the answer's own
-    store transaction); ``runners`` pick what runs the nested runs it starts.
+    store transaction); ``runners`` pick what runs the nested runs it starts; ``spending`` is
+    what the turn has spent of its budget, shared by every run of the turn.
     """
     store = store or agent.store
     output = output or agent.output
     tools = [*agent.tools, *await agent.hooks.tools_for(session, store)]
     if agent.toolsets:
         tools.extend(await toolset_tools(agent.toolsets, {t.name for t in tools}))
+    if agent.effects:
+        tools = [with_effect(t, agent.effects[t.name]) if t.name in agent.effects else t for t in tools]
     model = agent.model
+    check_priced(spending.budget if spending is not None else None, model.name)
     context = min(agent.context_tokens, model.context_tokens or agent.context_tokens) * CHARS_PER_TOKEN
     return Loop(
         session=session,
@@ -102,7 +109,17 @@ async def make_loop(
         output=output,
         message=question,
         release=release,
+        in_doubt=agent.in_doubt,
+        parallel_tools=agent.parallel_tools,
+        spending=spending,
     )
+
+
+def with_effect(tool: Tool, effect: Effect) -> Tool:
+    """A copy of ``tool`` whose calls have the effect class ``effect`` (``Agent(effects=...)``)."""
+    copied = copy.copy(tool)
+    copied.effect = effect
+    return copied
 
 
 __all__ = ["CHARS_PER_TOKEN", "make_loop", "transcript"]

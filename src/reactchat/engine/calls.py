@@ -15,6 +15,7 @@ from typing import Any
 
 from reactchat.engine import approval
 from reactchat.engine.approval import Policy
+from reactchat.engine.budget import Spending
 from reactchat.engine.forks import ForkLookup
 from reactchat.engine.guards import RepeatGuard, truncate, unknown_tool
 from reactchat.engine.tracing import TurnTrace
@@ -27,6 +28,8 @@ from reactchat.tools.threads import ToolThreads
 #: a call that passed its guards: the tool, its validated arguments, its repeat-guard key
 Admitted = tuple[Tool, dict[str, Any], tuple[str, str]]
 ONE_QUESTION = "Ask one question at a time; ask this one after the answer."
+#: the observation of a call made once the turn's tool calls are spent
+SPENT = "Not run: this turn has used its budget of tool calls. Answer with what you have."
 
 
 class Calls:
@@ -50,6 +53,8 @@ class Calls:
     services: dict[str, Any]
     message: str
     forks: ForkLookup
+    #: what the turn has spent of its budget (shared by every run of the turn), if it has one
+    spending: Spending | None
 
     # ------------------------------------------------------------------ events
 
@@ -62,6 +67,9 @@ class Calls:
         for event in events:
             self.place(event)
         await self.store.append(*events)
+        if self.spending is not None:
+            for event in events:
+                self.spending.add(event)
         return events
 
     def place(self, event: Event) -> Event:
@@ -107,15 +115,18 @@ class Calls:
                         yield item
         except PauseForUser as pause:
             if may_ask:
-                yield await self.emit(
-                    QuestionEvent(
-                        call_id=call.call_id, question=pause.question, kind=pause.kind, trace=self.trace.traceparent
-                    )
-                )
+                yield await self.ask(call, pause)
                 return  # the observation is the user's answer, recorded on resume
             result = ToolResult(ONE_QUESTION, is_error=True)
         if result is not None:
             yield await self.observe(call, result, time.perf_counter() - started)
+
+    async def ask(self, call: Call, pause: PauseForUser) -> Event:
+        """Record the question a call asks the user (linked to this run's span for its resumption)."""
+        question = QuestionEvent(
+            call_id=call.call_id, question=pause.question, kind=pause.kind, trace=self.trace.traceparent
+        )
+        return await self.emit(question)
 
     async def run_call(self, call: Call) -> AsyncIterator[Event | ToolResult]:
         """Run one call: its ``ToolResult``, after the events of the run it starts when the tool
@@ -168,6 +179,8 @@ class Calls:
             return checked
         tool, arguments, key = checked
         name = call.tool
+        if self.spending is not None and not self.spending.calls_left():
+            return ToolResult(SPENT, is_error=True)
         fork = await self.forks.memory()  # a forked session reuses or asks (engine/forks.py)
         if not approved and (self.needs_approval(tool, arguments) or fork.must_approve(tool, arguments)):
             raise PauseForUser(approval.question(name, arguments), kind="approval")
@@ -208,6 +221,13 @@ class Calls:
 
     # ------------------------------------------------------------------ approval
 
+    async def approved_run(self, call: Call) -> ToolResult:
+        """Run a call a human approved (or asked to run again after a crash)."""
+        try:
+            return await self.execute(call, approved=True)
+        except PauseForUser:
+            return ToolResult(ONE_QUESTION, is_error=True)
+
     def needs_approval(self, tool: Tool, arguments: dict[str, Any]) -> bool:
         """Whether a human must approve this call before it runs (the tool's or the agent's rule)."""
         rule = tool.approval
@@ -220,10 +240,7 @@ class Calls:
         verdict = approval.decide(reply, call.input)
         if not verdict.approved:
             return ToolResult(approval.refusal(verdict))
-        try:
-            result = await self.execute(Call(call.call_id, call.tool, verdict.arguments), approved=True)
-        except PauseForUser:
-            result = ToolResult(ONE_QUESTION, is_error=True)
+        result = await self.approved_run(Call(call.call_id, call.tool, verdict.arguments))
         if verdict.edited:
             result = ToolResult(approval.edited_note(verdict.arguments) + result.text, result.is_error, result.cut)
         return result

@@ -13,6 +13,7 @@ user of the fork may answer otherwise.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from typing import Any
 
@@ -29,7 +30,7 @@ _Recorded = tuple[ToolInput, str | None]
 def has_no_effect(tool: Tool) -> bool:
     """Whether running ``tool`` again changes nothing (``read`` or ``idempotent``): the one
     place that reads a tool's effect class for forks."""
-    return tool.idempotent
+    return tool.effect in ("read", "idempotent")
 
 
 class ForkMemory:
@@ -107,12 +108,15 @@ class ForkLookup:
         self.session = session
         self.agent = agent
         self._memory: ForkMemory | None = None
+        #: the calls of one reply run at once: the first reads, the others wait for it
+        self._reading = asyncio.Lock()
 
     async def memory(self) -> ForkMemory:
         """The memory, read once (empty when the session is no fork)."""
-        if self._memory is None:
-            found = await ForkMemory.of(self.store, self.session, self.agent)
-            self._memory = found or ForkMemory([], 0, self.agent)
+        async with self._reading:
+            if self._memory is None:
+                found = await ForkMemory.of(self.store, self.session, self.agent)
+                self._memory = found or ForkMemory([], 0, self.agent)
         return self._memory
 
 

@@ -16,9 +16,12 @@ import asyncio
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
+from reactchat.engine import approval
 from reactchat.engine.approval import Policy
+from reactchat.engine.budget import Spending
+from reactchat.engine.calls import ONE_QUESTION
 from reactchat.engine.forks import ForkLookup
 from reactchat.engine.guards import RepeatGuard
 from reactchat.engine.output import Output, OutputInvalid
@@ -43,7 +46,7 @@ from reactchat.messages import (
 from reactchat.models import ContextTooLong, Model, ModelError
 from reactchat.protocols.base import Call, FormatError, ToolResult, Transcript
 from reactchat.store import Store
-from reactchat.tools import Tool
+from reactchat.tools import PauseForUser, Tool
 from reactchat.tools.threads import ToolThreads
 
 #: the message of a cancellation that stops a run because its process shuts down
@@ -124,6 +127,12 @@ class Loop(Recovery):
     #: the owner of the turn's lock when this run's final answer ends the turn: the lock
     #: then ends in the answer's own store transaction (``conclude``)
     release: str | None = None
+    #: what an unsafe call a crash cut off becomes: a question for the user, or a note to the model
+    in_doubt: Literal["ask", "tell_model"] = "ask"
+    #: how many tool calls of one reply run at once
+    parallel_tools: int = 8
+    #: what the turn has spent of its budget (one for every run of the turn), if it has one
+    spending: Spending | None = None
     step: int = field(default=0, init=False)
     #: the OpenTelemetry span of this run (``tracing.NO_TRACE`` when not traced)
     trace: TurnTrace = field(default=NO_TRACE, init=False)
@@ -131,6 +140,8 @@ class Loop(Recovery):
     resumes: list[str] = field(default_factory=list, init=False)
     #: corrections of a typed answer sent so far
     output_corrections: int = field(default=0, init=False)
+    #: this run's stored events, as ``replay`` rebuilt it from them
+    replayed: list[Event] = field(default_factory=list, init=False)
 
     # ------------------------------------------------------------------ ways in
 
@@ -144,19 +155,40 @@ class Loop(Recovery):
 
         For an approval request (``pending.kind == "approval"``) the reply decides the
         call instead: it runs as it is, runs with the user's arguments, or is refused
-        with the user's reason as its observation (``reactchat.engine.approval``).
+        with the user's reason as its observation (``reactchat.engine.approval``). For a call
+        a crash left in doubt (``in_doubt``), ``retry`` runs it again, ``skip`` records it as
+        not run, anything else is its result. Other calls of the same step a crash left
+        without a result are finished before the run goes on.
         """
         self.step = max(self.step, pending.step)
-        yield await self.emit(UserEvent(text=reply))
+        answer = await self.emit(UserEvent(text=reply))
+        yield answer
+        if pending.kind == "budget":
+            async for event in self.after_budget(reply):
+                yield event
+            return
         call = Call(pending.call_id, pending.tool, pending.input)
         started = time.perf_counter()
-        result = await self.decide(call, reply) if pending.kind == "approval" else ToolResult(reply)
-        yield await self.observe(call, result, time.perf_counter() - started)
-        async for event in self.invoke():
+        if pending.kind == "approval":
+            result = await self.decide(call, reply)
+        elif pending.kind == "in_doubt":
+            retry = approval.settled(reply) == "retry"
+            result = await self.approved_run(call) if retry else self.settle(reply)
+        else:
+            result = ToolResult(reply)
+        observed = await self.observe(call, result, time.perf_counter() - started)
+        yield observed
+        async for event in self.recover([*self.replayed, answer, observed]):
             yield event
 
     async def recover(self, events: list[Event]) -> AsyncIterator[Event]:
-        """Finish a run a crash or a model error interrupted, from its last durable event."""
+        """Finish a run a crash or a model error interrupted, from its last durable event (or
+        go on after the reply to its budget question, stored by a run above it)."""
+        reply = _budget_reply(events)
+        if reply is not None:
+            async for event in self.after_budget(reply):
+                yield event
+            return
         asked = False
         async for event in self.finish_interrupted(events):
             asked = asked or isinstance(event, QuestionEvent)
@@ -217,9 +249,36 @@ class Loop(Recovery):
             await self.stopped(error)
             raise
 
+    async def after_budget(self, reply: str) -> AsyncIterator[Event]:
+        """Go on after the reply to a budget question: ``yes`` granted as much again (the reply,
+        durable, counts as the grant); anything else asks for the best answer so far."""
+        if approval.is_yes(reply):
+            async for event in self.invoke():
+                yield event
+        else:
+            yield await self.best_effort("budget")
+
+    async def over_budget(self) -> Event | None:
+        """Before a model call: the budget question when a limit of the turn's is reached, or the
+        best answer so far when the user refused more (None: within budget, or none)."""
+        spending = self.spending
+        if spending is None:
+            return None
+        if spending.refused:
+            return await self.best_effort("budget")
+        spent = spending.over()
+        if spent is None:
+            return None
+        question = QuestionEvent(call_id=spending.next_call_id(), question=spending.question(spent), kind="budget")
+        return await self.emit(question)
+
     async def steps(self) -> AsyncIterator[Event]:
         """Step until a final answer, a question for the user, or a guard stops the run."""
         while True:
+            paused = await self.over_budget()
+            if paused is not None:
+                yield paused
+                return
             if self.step >= self.max_steps:
                 yield await self.best_effort("max_steps")
                 return
@@ -313,35 +372,86 @@ class Loop(Recovery):
         return reply, time.perf_counter() - started
 
     async def run_calls(self, calls: list[Call], thought: ThoughtEvent) -> AsyncIterator[Event]:
-        """Run a step's tool calls in order; each gets exactly one observation.
+        """Run a step's tool calls; each gets exactly one observation, recorded in call order.
 
-        The thought is recorded with the first action (one store transaction fewer per
-        step); every action is durable before its tool runs.
+        Several calls of plain tools run at once (at most ``parallel_tools``); calls that
+        run another agent run one after the other. When every call has its observation and
+        one of them is ``return_direct``, its output is the answer.
         """
-        asked = False  # a question of this step's, at any depth: the run waits
-        direct: str | None = None
-        pending: tuple[Event, ...] = (thought,)
+        concurrent = len(calls) > 1 and self.parallel_tools > 1 and not any(self.streams(c) for c in calls)
+        observed: dict[str, ObservationEvent] = {}
+        async for event in self.concurrently(calls, thought) if concurrent else self.one_by_one(calls, thought):
+            if isinstance(event, ObservationEvent) and event.run == self.run:
+                observed[event.call_id] = event
+            yield event
+        if len(observed) < len(calls):
+            return  # a call asked the user, or the nested run it started waits: so does this run
+        for call in calls:
+            tool, observation = self.tools.get(call.tool), observed[call.call_id]
+            if tool is not None and tool.return_direct and not observation.is_error:
+                # "intent recognition + direct tool output": no summarising model call
+                yield await self.conclude(AnswerEvent(text=observation.text, thought=thought.text))
+                return
+
+    def streams(self, call: Call) -> bool:
+        """Whether the call runs another agent (its events are yielded as they come)."""
+        tool = self.tools.get(call.tool)
+        return tool is not None and tool.streams
+
+    async def one_by_one(self, calls: list[Call], thought: ThoughtEvent) -> AsyncIterator[Event]:
+        """Each call recorded (the first with the thought: one store transaction fewer), then run
+        to its observation before the next one starts."""
         if not calls:
             yield await self.emit(thought)
+            return
+        pending: tuple[Event, ...] = (thought,)
+        asked = False
         for call in calls:
             action = ActionEvent.built(call_id=call.call_id, tool=call.tool, input=call.input)
             for event in await self.record(*pending, action):
                 yield event
             pending = ()
-            observed: ObservationEvent | None = None
+            done = False
             async for event in self.complete(call, may_ask=not asked):
-                if isinstance(event, ObservationEvent) and event.run == self.run and event.call_id == call.call_id:
-                    observed = event
+                done = done or (isinstance(event, ObservationEvent) and event.call_id == call.call_id)
                 yield event
-            if observed is None:
-                asked = True  # it asked, or the nested run it started waits for the user
-                continue
-            tool = self.tools.get(call.tool)
-            if tool is not None and tool.return_direct and not observed.is_error and direct is None:
-                direct = observed.text
-        if not asked and direct is not None:
-            # "intent recognition + direct tool output": no summarising model call
-            yield await self.conclude(AnswerEvent(text=direct, thought=thought.text))
+            asked = asked or not done
+
+    async def concurrently(self, calls: list[Call], thought: ThoughtEvent) -> AsyncIterator[Event]:
+        """The thought and every action recorded together, then the calls run at once (at most
+        ``parallel_tools``); each observation is recorded in call order, as soon as its call and
+        those before it are done. The first call that asks the user asks; the others are told
+        to ask one question at a time."""
+        for event in await self.record(
+            thought, *(ActionEvent.built(call_id=c.call_id, tool=c.tool, input=c.input) for c in calls)
+        ):
+            yield event
+        gate = asyncio.Semaphore(self.parallel_tools)
+
+        async def run(call: Call) -> tuple[ToolResult | PauseForUser, float]:
+            async with gate:
+                started = time.perf_counter()
+                try:
+                    return await self.execute(call), time.perf_counter() - started
+                except PauseForUser as pause:
+                    return pause, 0.0
+
+        tasks = [asyncio.ensure_future(run(call)) for call in calls]
+        asked = False
+        try:
+            for call, task in zip(calls, tasks, strict=True):
+                outcome, seconds = await task
+                if isinstance(outcome, ToolResult):
+                    yield await self.observe(call, outcome, seconds)
+                elif not asked:
+                    asked = True
+                    yield await self.ask(call, outcome)
+                else:
+                    yield await self.observe(call, ToolResult(ONE_QUESTION, is_error=True))
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
 
     # ------------------------------------------------------------------ the context budget
 
@@ -394,6 +504,16 @@ class Loop(Recovery):
             return await self.emit(answer)
         await self.store.append_unlock(self.release, self.place(answer))
         return answer
+
+
+def _budget_reply(events: list[Event]) -> str | None:
+    """The reply to the run's budget question when it is the run's last event (a run above
+    stored it), else None."""
+    if len(events) >= 2 and isinstance(events[-1], UserEvent):
+        question = events[-2]
+        if isinstance(question, QuestionEvent) and question.kind == "budget":
+            return events[-1].text
+    return None
 
 
 __all__ = ["SHUTDOWN", "Loop", "Runner", "Runners"]

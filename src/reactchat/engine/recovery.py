@@ -4,13 +4,18 @@ started but never returned its observation (``finish_interrupted``). Mixed into 
 from __future__ import annotations
 
 import contextlib
+import inspect
+import logging
 from collections.abc import AsyncIterator
+from typing import Literal
 
 from reactchat.engine import approval
 from reactchat.engine.calls import Calls
 from reactchat.messages import ActionEvent, ErrorEvent, Event, ObservationEvent, QuestionEvent, ThoughtEvent, UserEvent
 from reactchat.protocols.base import Call, ToolResult
-from reactchat.tools import ToolInputError
+from reactchat.tools import Tool, ToolInputError
+
+log = logging.getLogger("reactchat")
 
 #: the observation of a call a crash cut off (the event says so in ``interrupted``)
 INTERRUPTED = (
@@ -24,9 +29,14 @@ class Recovery(Calls):
 
     resumes: list[str]
     output_corrections: int
+    #: what a crash's unsafe call without a reconcile check becomes: a question (``ask``) or a
+    #: note to the model (``tell_model``)
+    in_doubt: Literal["ask", "tell_model"]
+    replayed: list[Event]
 
     def replay(self, events: list[Event]) -> None:
         """Rebuild the transcript and the guards from this run's stored events."""
+        self.replayed = events
         actions: dict[int, list[ActionEvent]] = {}
         for event in events:
             if isinstance(event, ActionEvent):
@@ -65,41 +75,101 @@ class Recovery(Calls):
     async def finish_interrupted(self, events: list[Event]) -> AsyncIterator[Event]:
         """After a crash: give every call that started but never returned its observation.
 
-        Idempotent tools run again; any other call is reported to the model as
-        interrupted (``ObservationEvent.interrupted``), never silently re-run.
+        The tool's effect class decides (``interrupted``); a user's reply that is durable
+        but whose observation was lost is taken again. Stops at the first question asked
+        (a call in doubt): the run waits, and goes on from here once it is answered.
         """
         answered = {e.call_id for e in events if isinstance(e, ObservationEvent)}
         asked = {e.call_id: e.kind for e in events if isinstance(e, QuestionEvent)}
         replies = _unrecorded_replies(events, answered)
-        fork = await self.forks.memory()  # a call a fork cut off never ran in it: made again
         for event in events:
-            if not isinstance(event, ActionEvent):
+            if not isinstance(event, ActionEvent) or event.call_id in answered:
                 continue
             call = Call(event.call_id, event.tool, event.input)
-            if call.call_id in replies and asked[call.call_id] == "approval":
-                # the decision is durable, the call's effect is not known: decide again, but
-                # run it only if it is safe to run twice
-                self.step = max(self.step, event.step)
-                tool = self.tools.get(call.tool)
-                verdict = approval.decide(replies[call.call_id], call.input)
-                if verdict.approved and (tool is None or not tool.idempotent):
+            self.step = max(self.step, event.step)
+            if call.call_id in replies:
+                outcome = self.replied(call, asked[call.call_id], replies[call.call_id])
+            elif call.call_id not in asked:
+                outcome = self.interrupted(call)
+            else:
+                continue  # a question still unanswered: the run waits on it
+            async for item in outcome:
+                yield item
+                if isinstance(item, QuestionEvent):
+                    return
+
+    async def replied(self, call: Call, kind: str, reply: str) -> AsyncIterator[Event]:
+        """A call whose question the user answered before the crash: the reply is durable, the
+        observation is not. An approval (or a retry) may have run the call: its effect class
+        decides again; an answer to an ask_user question, or a skip, is simply recorded."""
+        if kind == "approval":
+            verdict = approval.decide(reply, call.input)
+            if not verdict.approved:
+                yield await self.observe(call, ToolResult(approval.refusal(verdict)))
+                return
+            call = Call(call.call_id, call.tool, verdict.arguments)
+        elif kind == "in_doubt" and approval.settled(reply) != "retry":
+            yield await self.observe(call, self.settle(reply))
+            return
+        elif kind != "in_doubt":
+            yield await self.observe(call, ToolResult(reply))
+            return
+        async for item in self.interrupted(call, approved=True):
+            yield item
+
+    async def interrupted(self, call: Call, approved: bool = False) -> AsyncIterator[Event]:
+        """A call a crash left without a result, by its tool's effect class: a ``read`` or
+        ``idempotent`` call runs again (a sub-agent continues its nested run where it was); an
+        ``unsafe`` one asks its ``reconcile`` check whether the effect happened, and with none it
+        is in doubt: the user decides (``in_doubt="tell_model"``: the model is told instead)."""
+        tool = self.tools.get(call.tool)
+        if tool is None:
+            yield await self.observe(call, ToolResult(INTERRUPTED, is_error=True), interrupted=True)
+            return
+        cut = (await self.forks.memory()).cut(self.run, call.call_id)  # never ran in this fork: not in doubt
+        if tool.effect == "unsafe" and not cut:
+            result = await self.reconciled(tool, call)
+            if result is not None:
+                yield await self.observe(call, ToolResult(result))
+                return
+            if tool.reconcile is None:
+                if self.in_doubt == "tell_model":
                     yield await self.observe(call, ToolResult(INTERRUPTED, is_error=True), interrupted=True)
                 else:
-                    yield await self.observe(call, await self.decide(call, replies[call.call_id]))
-            elif call.call_id in replies:
-                # the user's answer is durable; only its observation was lost
-                self.step = max(self.step, event.step)
-                yield await self.observe(call, ToolResult(replies[call.call_id]))
-            elif call.call_id not in answered | asked.keys():
-                self.step = event.step
-                tool = self.tools.get(call.tool)
-                if (tool is None or not tool.idempotent) and not fork.cut(event.run, call.call_id):
-                    yield await self.observe(call, ToolResult(INTERRUPTED, is_error=True), interrupted=True)
-                    continue
-                # an idempotent tool runs again; a sub-agent continues its nested run where it was;
-                # a question the tool asks was never stored, so never seen: it is asked now
-                async for item in self.complete(call):
-                    yield item
+                    question = approval.in_doubt(call.tool, call.input)
+                    yield await self.emit(QuestionEvent(call_id=call.call_id, question=question, kind="in_doubt"))
+                return
+        # runs again; a question the tool asks was never stored, so never seen: it is asked now
+        if approved and not tool.streams:
+            yield await self.observe(call, await self.approved_run(call))
+            return
+        async for item in self.complete(call):
+            yield item
+
+    async def reconciled(self, tool: Tool, call: Call) -> str | None:
+        """What the tool's ``reconcile`` check says of an interrupted call: its result if the
+        effect happened, None if it did not (or there is no check). A check that fails says
+        nothing: the call stays in doubt."""
+        check = tool.reconcile
+        if check is None:
+            return None
+        arguments = call.input if isinstance(call.input, dict) else {}
+        try:
+            with contextlib.suppress(ToolInputError):
+                arguments = tool.validate(call.input)
+            found = check(**arguments)
+            if inspect.isawaitable(found):
+                found = await found
+        except Exception:
+            log.exception("the reconcile check of %s failed; the call stays in doubt", tool.name)
+            return None
+        return None if found is None else str(found)
+
+    def settle(self, reply: str) -> ToolResult:
+        """The observation of a call in doubt that the user did not run again."""
+        if approval.settled(reply) == "skip":
+            return ToolResult(approval.SKIPPED, is_error=True)
+        return ToolResult(reply)
 
 
 def _unrecorded_replies(events: list[Event], answered: set[str]) -> dict[str, str]:

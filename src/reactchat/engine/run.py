@@ -19,6 +19,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from reactchat.engine.budget import Budget, Spending
 from reactchat.engine.build import CHARS_PER_TOKEN, make_loop
 from reactchat.engine.loop import Loop, Runner, Runners
 from reactchat.engine.output import Output
@@ -62,6 +63,7 @@ class Run:
         deltas: bool = False,
         output: Output | None = None,
         on_delta: Callable[[str], Any] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.agent = agent
         #: what runs each run of the turn (``reactchat.orchestration.runners.runner``)
@@ -72,6 +74,10 @@ class Run:
         self.deltas = deltas
         #: what this turn's final answer must be, when not the agent's own ``output``
         self.output = output
+        #: this turn's limits (the agent's own when None)
+        self.budget = budget or agent.budget
+        #: what the turn has spent of them, shared by every run of the stretch being run
+        self._spending: Spending | None = None
         #: the path of the agent whose events this run records
         self.path = agent.name
         #: ``""`` for a turn's top-level run
@@ -228,6 +234,8 @@ class Run:
         )
         await self.agent.store.append(reply)
         turn.events.append(reply)
+        if self._spending is not None:
+            self._spending.add(reply)
         yield reply
         async for event in runner.recover(self._mine(turn)):
             yield event
@@ -251,6 +259,7 @@ class Run:
         agent = self.agent
         history = state.history(before=turn.index, budget=agent.history_tokens * CHARS_PER_TOKEN)
         releases = closing and agent.reflect is None and not agent.plan
+        self._spending = Spending.of(self.budget, turn.events) if self.budget is not None else None
         loop = await make_loop(
             agent,
             state.session,
@@ -264,6 +273,7 @@ class Run:
             on_delta=self._on_delta,
             release=self._owner if releases else None,
             runners=self.runners,
+            spending=self._spending,
         )
         runner = self.runners(agent, loop, turn.question, history, self._mine(turn))
         assert releases == (runner is loop)  # only a plain ReAct loop's answer ends the turn

@@ -17,6 +17,7 @@ from reactchat.messages import (
     ErrorEvent,
     Event,
     ObservationEvent,
+    PauseKind,
     PlanEvent,
     PlanStep,
     QuestionEvent,
@@ -144,11 +145,13 @@ class Pending:
     """What a waiting session waits for: exactly one item, at whatever depth it was asked.
 
     ``kind`` is ``question`` (an ask_user question: the reply is the call's observation)
-    or ``approval`` (whether call ``call_id`` of ``tool`` with ``input`` may run).
+    or ``approval`` (whether call ``call_id`` of ``tool`` with ``input`` may run) or
+    ``in_doubt`` (a crash cut that call off: ``retry``, ``skip`` or its result) or ``budget``
+    (a limit was reached: ``yes`` grants as much again, ``no`` asks for the best answer).
     ``run`` and ``agent`` say which run asked it (``""`` and the agent's name at the top).
     """
 
-    kind: Literal["question", "approval"]
+    kind: PauseKind
     call_id: str
     question: str
     tool: str

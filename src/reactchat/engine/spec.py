@@ -13,12 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from reactchat.engine.approval import Policy
+from reactchat.engine.budget import Budget
 from reactchat.engine.output import Output
 from reactchat.messages import AnswerEvent
 from reactchat.models import Model
 from reactchat.protocols.packs import PromptPack
 from reactchat.store import Store
-from reactchat.tools import Tool, Toolset
+from reactchat.tools import Effect, Tool, Toolset
 from reactchat.tools.threads import ToolThreads
 
 if TYPE_CHECKING:  # a type only: orchestration sits above the engine
@@ -101,6 +102,12 @@ class AgentSpec(Protocol):
     deps: Any
     services: dict[str, Any]
     approval: Policy | None
+    #: effect classes that override the tools' own, by tool name
+    effects: dict[str, Effect]
+    in_doubt: Literal["ask", "tell_model"]
+    #: limits on what one turn spends (None: none)
+    budget: Budget | None
+    parallel_tools: int
     output: Output | None
     threads: ToolThreads
     hooks: Hooks

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from reactchat.knowledge._chunk import Chunk
 from reactchat.store._migrations import Database, Schema, migrate
-from reactchat.store.sqlite import pid_alive
+from reactchat.store.sqlite import full_disk_said, pid_alive
 
 
 @dataclass
@@ -182,12 +182,13 @@ class SQLiteIndex:
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction."""
-        with self.lock:
+        with self.lock, full_disk_said(self.path):
             self.db.execute("BEGIN IMMEDIATE")
             try:
                 yield self.db
             except BaseException:
-                self.db.execute("ROLLBACK")
+                if self.db.in_transaction:  # SQLite may have rolled back already (a full disk does)
+                    self.db.execute("ROLLBACK")
                 raise
             self.db.execute("COMMIT")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -47,17 +47,27 @@ SCHEMA.add(
 SCHEMA.add(2, "kb002_source", "ALTER TABLE kb_files ADD COLUMN IF NOT EXISTS source TEXT")  # a fetched page's URL
 
 
+#: seconds to wait for a connection: a database that is down answers 503 soon, not after a hang
+CONNECT_TIMEOUT = 5
+
+
+def _unreachable(url: str, exc: Exception) -> ConnectionError:
+    """The error of a database that cannot be reached (the server answers 503 with it)."""
+    from reactchat.store.postgres import _redact
+
+    return ConnectionError(f"the knowledge base cannot reach PostgreSQL at {_redact(url)}: {exc}".strip())
+
+
 class PostgresIndex:
     """PostgreSQL full-text search over the session's chunks (one connection, serialised)."""
 
     def __init__(self, url: str) -> None:
         try:
-            import psycopg
+            import psycopg  # noqa: F401 - here only to name the extra to install
         except ImportError:
             raise ImportError("a PostgreSQL store needs psycopg: pip install 'reactchat[postgres]'") from None
         self.url = url
         self.lock = threading.Lock()
-        self._connect: Callable[[], Any] = lambda: psycopg.connect(url, autocommit=True)
         self.db: Any = self._connect()
         #: ``files_async``: its connection, the loop both belong to, and its batches of reads
         self._aconn: Any = None
@@ -69,25 +79,54 @@ class PostgresIndex:
                 Database(cur, "postgres"), SCHEMA, lock="SELECT pg_advisory_xact_lock(hashtext('reactchat.kb_schema'))"
             )
 
-    def _live(self) -> Any:
-        # a server restart breaks the connection: the next call opens a new one
-        if self.db.closed or self.db.broken:
+    def _connect(self) -> Any:
+        import psycopg
+
+        try:
+            return psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+        except psycopg.OperationalError as exc:
+            raise _unreachable(self.url, exc) from None
+
+    def _live(self, fresh: bool = False) -> Any:
+        # a server restart breaks the connection, which psycopg learns only when it is next
+        # used: that use fails and the call is made again on a new connection (``fresh``)
+        if fresh or self.db.closed or self.db.broken:
+            self.db.close()
             self.db = self._connect()
         return self.db
 
     @contextmanager
     def write(self) -> Iterator[Any]:
-        """A cursor inside one transaction."""
+        """A cursor inside one transaction, on a connection checked first (a write is not
+        made twice: if the server restarted, the check fails, not the transaction)."""
+        import psycopg
+
         with self.lock:
             db = self._live()
-            with db.transaction(), db.cursor() as cur:
-                yield cur
+            try:
+                db.execute("SELECT 1")
+            except psycopg.OperationalError:
+                db = self._live(fresh=True)
+            try:
+                with db.transaction(), db.cursor() as cur:
+                    yield cur
+            except psycopg.OperationalError as exc:  # rolled back, or the server went away mid-way
+                raise _unreachable(self.url, exc) from None
 
     def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        with self.lock, self._live().cursor() as cur:
-            cur.execute(sql, params)
-            rows: list[tuple[Any, ...]] = cur.fetchall()
-            return rows
+        import psycopg
+
+        with self.lock:
+            for fresh in (False, True):  # a read may be made again, on a new connection
+                try:
+                    with self._live(fresh).cursor() as cur:
+                        cur.execute(sql, params)
+                        rows: list[tuple[Any, ...]] = cur.fetchall()
+                        return rows
+                except psycopg.OperationalError as exc:
+                    if fresh:
+                        raise _unreachable(self.url, exc) from None
+            raise AssertionError("unreachable")
 
     def add(
         self,
@@ -140,16 +179,32 @@ class PostgresIndex:
     async def _files_batch(self, sessions: list[str]) -> list[list[FileRow] | BaseException]:
         import psycopg
 
-        if self._aconn is None or self._aconn.closed or self._aconn.broken:
-            self._aconn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        for fresh in (False, True):  # after a server restart, once more on a new connection
+            try:
+                rows = await self._files_rows(sessions, fresh)
+                break
+            except psycopg.OperationalError as exc:
+                if fresh:
+                    raise _unreachable(self.url, exc) from None
+        found: dict[str, list[FileRow]] = {session: [] for session in sessions}
+        for row in rows:
+            found[row[1]].append(FileRow(*row))
+        return [list(found[session]) for session in sessions]
+
+    async def _files_rows(self, sessions: list[str], fresh: bool) -> list[Any]:
+        import psycopg
+
+        if fresh or self._aconn is None or self._aconn.closed or self._aconn.broken:
+            self._drop_async()
+            self._aconn = await psycopg.AsyncConnection.connect(
+                self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+            )
         if len(sessions) == 1:  # scalar parameters: psycopg dumps a list at several times the cost
             cursor = await self._aconn.execute(_FILES, (sessions[0],))
         else:
             cursor = await self._aconn.execute(_FILES_OF, (sessions,))
-        found: dict[str, list[FileRow]] = {session: [] for session in sessions}
-        for row in await cursor.fetchall():
-            found[row[1]].append(FileRow(*row))
-        return [list(found[session]) for session in sessions]
+        rows: list[Any] = await cursor.fetchall()
+        return rows
 
     def _drop_async(self) -> None:
         """Forget the event loop's connection without awaiting (its loop may be gone)."""

@@ -71,7 +71,7 @@ def search_files_tool(
         more = f" and {len(files) - MAX_NAMED} more" if len(files) > MAX_NAMED else ""
         description = f"{' '.join((search_files.__doc__ or '').split('Args:')[0].split())} Files: {names}{more}."
     # volatile: the same query may find new passages after another upload in the same turn
-    return Tool(search_files, description=description, idempotent=True, volatile=True, max_chars=budget + 200)
+    return Tool(search_files, description=description, effect="read", volatile=True, max_chars=budget + 200)
 
 
 def attach(

@@ -27,6 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from reactchat.messages._fast import share_fields_set, trusted
 
 ToolInput = dict[str, Any] | str
+#: what a waiting turn waits for: an ask_user question, an approval, a call a crash left in
+#: doubt, or more budget
+PauseKind = Literal["question", "approval", "in_doubt", "budget"]
 StopReason = Literal["end", "tool_use", "stop_sequence", "max_tokens", "error"]
 
 
@@ -345,7 +348,7 @@ class QuestionEvent(_Event):
     type: Literal["question"] = "question"
     call_id: str
     question: str
-    kind: Literal["question", "approval"] = "question"
+    kind: PauseKind = "question"
     #: W3C traceparent of the traced run that asked, so that its resumption links to it
     trace: str = ""
 

@@ -5,7 +5,9 @@ Both official SDKs raise exceptions with the same shape (``APIStatusError`` with
 so one classifier turns them into ``ModelError`` messages that say what to fix. The
 SDKs' own retries are turned off: ``call_with_retries`` retries 429, 5xx, timeouts and
 dropped connections a bounded number of times with exponential backoff (honouring a
-short ``Retry-After``), and never other 4xx errors, which a retry cannot fix.
+short ``Retry-After``), and never other 4xx errors, which a retry cannot fix. Nor does
+it retry what a server's code decided rather than its load: a 500 that reports a
+validation error, or a 500 that comes back with the same body as the attempt before.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import asyncio
 import inspect
 import json
 import random
+import re
 import weakref
 from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -39,13 +42,19 @@ _CONTEXT_PHRASES = (
     "input is too long",
 )
 
+#: a 500 that reports the request's validation failing (pydantic's "7 validation errors",
+#: llama-cpp-python's server): the same request fails the same way every time
+_VALIDATION = re.compile(r"\bvalidation errors?\b", re.I)
+
 
 class RetryableError(ModelError):
     """A failure that may pass if the same request is sent again (429, 5xx, timeout)."""
 
-    def __init__(self, message: str, retry_after: float | None = None) -> None:
+    def __init__(self, message: str, retry_after: float | None = None, status: int | None = None) -> None:
         super().__init__(message)
         self.retry_after = retry_after
+        #: the HTTP status, when the server answered
+        self.status = status
 
 
 @dataclass(frozen=True)
@@ -101,9 +110,12 @@ def _status_error(status: int, message: str, retry_after: float | None, where: E
     if status == 429:
         if "insufficient_quota" in lowered or "exceeded your current quota" in lowered:
             return ModelError(f"{where.provider} account is out of quota (429){said}")
-        return RetryableError(f"{where.provider} rate limit (429){said}", retry_after)
+        return RetryableError(f"{where.provider} rate-limited the request (429){said}", retry_after, status)
+    server = f"{where.provider} at {where.base_url}"
+    if status >= 500 and _VALIDATION.search(message):
+        return ModelError(f"{server} rejected the request ({status}){said}")
     if status == 408 or status >= 500:
-        return RetryableError(f"{where.provider} server error ({status}){said}", retry_after)
+        return RetryableError(f"{server} had an error ({status}){said}", retry_after, status)
     return ModelError(f"{where.provider} rejected the request ({status}){said}")
 
 
@@ -180,17 +192,25 @@ class RetryPolicy:
 async def call_with_retries(call: Callable[[], Awaitable[T]], where: Endpoint, policy: RetryPolicy) -> T:
     """Await ``call()``; retry it while it fails with a ``RetryableError``, then raise a ``ModelError``."""
     attempt = 0
+    previous: RetryableError | None = None
     while True:
         try:
             return await call()
         except Exception as exc:
             error = classify(exc, where)
-            if not isinstance(error, RetryableError) or attempt >= policy.retries:
-                if isinstance(error, RetryableError) and attempt:
-                    error = ModelError(f"{error} (gave up after {attempt + 1} attempts)")
+            if not isinstance(error, RetryableError):
+                raise error from exc
+            # an overloaded server (429, 502, 503, 529) may say the same thing every time
+            # and still recover; a 500 that repeats its body is its code failing on this request
+            repeated = error.status == 500 and previous is not None and str(error) == str(previous)
+            if repeated or attempt >= policy.retries:
+                if attempt:
+                    why = ": the same error twice in a row" if repeated else ""
+                    raise ModelError(f"{error} (gave up after {attempt + 1} attempts{why})") from exc
                 raise error from exc
             await asyncio.sleep(policy.wait(attempt, error.retry_after))
             attempt += 1
+            previous = error
 
 
 def parse_arguments(raw: str) -> ToolInput:
@@ -286,9 +306,11 @@ SPEC_OPTIONS: dict[str, type[Any]] = {
 }
 
 
-def spec_options(rest: str) -> tuple[str, dict[str, Any]]:
+def spec_options(rest: str, extra: dict[str, type[Any]] | None = None) -> tuple[str, dict[str, Any]]:
     """``MODEL?key=value&key=value`` → the model name and its options as keyword arguments
-    (``SPEC_OPTIONS``, converted to their types); ``ConfigError`` for anything else."""
+    (``SPEC_OPTIONS`` and the adapter's own ``extra``, converted to their types);
+    ``ConfigError`` for anything else."""
+    known = {**SPEC_OPTIONS, **(extra or {})}
     model, _, query = rest.partition("?")
     raw: dict[str, str] = {}
     for item in filter(None, query.split("&")):
@@ -296,10 +318,10 @@ def spec_options(rest: str) -> tuple[str, dict[str, Any]]:
         if not sep:
             raise ConfigError(f"model option {item!r} needs a value: use MODEL?{item}=VALUE")
         raw[key.strip()] = value.strip()
-    unknown = sorted(set(raw) - set(SPEC_OPTIONS))
+    unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise ConfigError(f"unknown model option(s) {unknown}: use {', '.join(SPEC_OPTIONS)}")
-    return model.strip(), {key: _option_value(key, value, SPEC_OPTIONS[key]) for key, value in raw.items()}
+        raise ConfigError(f"unknown model option(s) {unknown}: use {', '.join(known)}")
+    return model.strip(), {key: _option_value(key, value, known[key]) for key, value in raw.items()}
 
 
 def _option_value(key: str, raw: str, kind: type[Any]) -> Any:

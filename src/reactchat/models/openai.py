@@ -4,6 +4,7 @@
 ``OPENAI_BASE_URL`` (or ``base_url=``) the same adapter talks to vLLM, Ollama,
 llama.cpp's server, llama-cpp-python's server or LM Studio, which need no key (a
 placeholder is sent). Options can ride in the spec: ``openai:MODEL?max_tokens=256&prefill=assistant``.
+What this adapter does about the servers' differences is listed in docs/servers.md.
 
 * **Both protocols.** Native tool calls map to ``tools`` / ``tool_calls`` / role
   ``tool`` messages (results in call order, parallel calls included; arguments that
@@ -18,7 +19,11 @@ placeholder is sent). Options can ride in the spec: ``openai:MODEL?max_tokens=25
   and dropped connections are retried with backoff; a prompt that does not fit raises
   ``ContextTooLong``. A parameter the server rejects as unsupported (``stop`` on some
   reasoning models, ``max_tokens`` where ``max_completion_tokens`` is wanted,
-  ``stream_options`` on old servers) is dropped or renamed once and remembered.
+  ``stream_options`` on old servers, ``parallel_tool_calls``) is dropped or renamed once
+  and remembered.
+* **Tool choice.** ``tool_choice="auto" | "none" | "required"``, or a tool's name to force
+  a call of that tool, is sent with every request that offers tools (a name only where
+  that tool is offered: the last request of a run, asking for an answer, offers none).
 """
 
 from __future__ import annotations
@@ -67,7 +72,13 @@ _FINISH: dict[str, StopReason] = {
     "function_call": "tool_use",
     "content_filter": "error",
 }
-_UNSUPPORTED = re.compile(r"unsupported (?:parameter|value)|not supported|unrecognized|unexpected keyword", re.I)
+_UNSUPPORTED = re.compile(
+    r"unsupported (?:parameter|value)|not supported|unrecognized|unexpected keyword|extra inputs are not permitted"
+    r"|unknown (?:parameter|field|argument)",
+    re.I,
+)
+#: the values of ``tool_choice`` that are not a tool's name
+_CHOICES = ("auto", "none", "required")
 #: parameters the adapter may drop (or rename) when a server says it does not support them
 _OPTIONAL = ("stream_options", "stop", "max_tokens", "parallel_tool_calls")
 
@@ -102,6 +113,8 @@ class OpenAIModel:
         backoff: float = 0.5,
         extra_body: dict[str, Any] | None = None,
         http_client: Any = None,
+        tool_choice: str | None = None,
+        parallel_tool_calls: bool | None = None,
     ) -> None:
         if not model:
             raise ConfigError("openai models need a model name: 'openai:gpt-4o-mini'")
@@ -129,6 +142,8 @@ class OpenAIModel:
         self.timeout = timeout
         self.policy = RetryPolicy(retries=retries, backoff=backoff)
         self.extra_body = extra_body
+        self.tool_choice = tool_choice
+        self.parallel_tool_calls = parallel_tool_calls
         self._http_client = http_client
         provider = "OpenAI" if self.base_url == _OPENAI_URL else "the OpenAI-compatible server"
         self._endpoint = Endpoint(provider, model, self.base_url, "OPENAI_API_KEY", "openai")
@@ -170,6 +185,11 @@ class OpenAIModel:
                 }
                 for t in request.tools
             ]
+            choice = self._tool_choice([t.name for t in request.tools])
+            if choice is not None:
+                params["tool_choice"] = choice
+            if self.parallel_tool_calls is not None:
+                params["parallel_tool_calls"] = self.parallel_tool_calls
         if request.stop:
             params["stop"] = request.stop[:4]  # OpenAI accepts at most four
         max_tokens = request.max_tokens or self.max_tokens
@@ -184,6 +204,14 @@ class OpenAIModel:
             params["extra_body"] = self.extra_body
         return params
 
+    def _tool_choice(self, offered: list[str]) -> str | dict[str, Any] | None:
+        """What to send as ``tool_choice`` with these tools: a forced call names one of them."""
+        if self.tool_choice is None or self.tool_choice in _CHOICES:
+            return self.tool_choice
+        if self.tool_choice not in offered:
+            return None
+        return {"type": "function", "function": {"name": self.tool_choice}}
+
     async def _call(self, params: dict[str, Any], sinks: list[DeltaCallback]) -> Reply:
         sent = dict(params)
         for name, replacement in rejected(self._endpoint).items():
@@ -194,7 +222,7 @@ class OpenAIModel:
             if sent.get("stream"):
                 return await self._streamed(sent, sinks)
             response = await (await self._clients.get()).chat.completions.create(**sent)
-        except _sdk().BadRequestError as exc:
+        except (_sdk().BadRequestError, _sdk().UnprocessableEntityError) as exc:  # 400, 422
             if self._learn_rejection(exc, sent):
                 return await self._call(params, sinks)
             raise
@@ -250,7 +278,11 @@ class OpenAIModel:
                 slot = calls.setdefault(call.index, {"id": "", "name": "", "arguments": ""})
                 slot["id"] = getattr(call, "id", None) or slot["id"]
                 if call.function is not None:
-                    slot["name"] += call.function.name or ""
+                    name = call.function.name or ""
+                    # OpenAI sends the name in the first delta only; llama-cpp-python's server
+                    # repeats it in every one, which must not make "calculatorcalculator"
+                    if name != slot["name"]:
+                        slot["name"] += name
                     slot["arguments"] += call.function.arguments or ""
         return _usage(chunk.usage) if getattr(chunk, "usage", None) else None
 
@@ -271,11 +303,11 @@ def _message(message: Message) -> dict[str, Any]:
         for p in message.parts
         if isinstance(p, ToolCallPart)
     ]
-    out: dict[str, Any] = {"role": "assistant", "content": message.text or None}
+    # "" rather than null beside tool calls: OpenAI takes both, but llama-cpp-python's
+    # server answers null with a 500 ("7 validation errors")
+    out: dict[str, Any] = {"role": "assistant", "content": message.text}
     if calls:
         out["tool_calls"] = calls
-    elif out["content"] is None:
-        out["content"] = ""
     return out
 
 
@@ -321,6 +353,7 @@ def _reply(response: Any) -> Reply:
 
 
 def from_spec(rest: str) -> OpenAIModel:
-    """``openai:MODEL`` or ``openai:MODEL?max_tokens=256&prefill=assistant&stream=false``."""
-    model, options = spec_options(rest)
+    """``openai:MODEL`` or ``openai:MODEL?max_tokens=256&prefill=assistant&stream=false``
+    (also ``tool_choice=NAME`` and ``parallel_tool_calls=false``)."""
+    model, options = spec_options(rest, {"tool_choice": str, "parallel_tool_calls": bool})
     return OpenAIModel(model, **options)

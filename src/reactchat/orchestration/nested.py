@@ -66,7 +66,7 @@ class SubAgent(Tool):
             raise TypeError("a sub-agent runs inside its parent's loop (SubAgent.stream), not as a function")
 
         description = agent.description or f"The agent {agent.name}: give it a task, it answers."
-        super().__init__(delegate, name=agent.name, description=description, timeout=None, idempotent=True)
+        super().__init__(delegate, name=agent.name, description=description, timeout=None, effect="idempotent")
         self.agent = agent
         self.memory = memory
         #: the loop runs this tool through ``stream`` (its events are the parent's to yield)
@@ -144,6 +144,7 @@ async def delegate(
             stored=stored,
             on_delta=parent.on_delta,
             max_depth=parent.max_depth,
+            spending=parent.spending,
         )
         runner = parent.runners(child, loop, task, history, mine, mode)
         events = runner.recover(mine) if mine else runner.start(task)

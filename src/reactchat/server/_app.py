@@ -22,6 +22,7 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from importlib import resources
+from importlib.util import find_spec
 from typing import Any
 
 from fastapi import FastAPI, Query, Request
@@ -36,7 +37,10 @@ from reactchat.agent import Agent
 from reactchat.cli.report import forked_from, turn_view
 from reactchat.cli.retention import expire_sessions
 from reactchat.cli.tool_refs import close_tools, offered_tools
+from reactchat.engine.budget import Budget
 from reactchat.engine.session import SessionState
+from reactchat.errors import DiskFull
+from reactchat.server._artifacts import artifact_routes
 from reactchat.server._cancel import cancel_routes, watch_cancels
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
@@ -85,6 +89,22 @@ class MessageIn(Body):
     stream: StrictBool = True
     #: a JSON schema the final answer must match: the answer is then that JSON
     output_schema: dict[str, Any] | None = None
+    #: limits of this turn, held within the server's ``max_budget``
+    budget: BudgetIn | None = None
+
+
+class BudgetIn(Body):
+    """What one turn may spend (``reactchat.Budget``): each limit more than 0."""
+
+    model_config = ConfigDict(extra="forbid")
+    tokens: int | None = Field(default=None, gt=0)
+    cost: float | None = Field(default=None, gt=0)
+    seconds: float | None = Field(default=None, gt=0)
+    tool_calls: int | None = Field(default=None, gt=0)
+
+    def limits(self, most: Budget | None) -> Budget:
+        """These limits, held within the server's ``most``."""
+        return Budget(self.tokens, self.cost, self.seconds, self.tool_calls).within(most)
 
 
 @dataclass
@@ -167,9 +187,14 @@ def create_app(
     app.state.server = server
     _error_handlers(app)
     _session_routes(app, server)
+    artifact_routes(app, server)
     from reactchat.server._openai import openai_routes
 
     openai_routes(app, server)
+    if find_spec("a2a") is not None:  # the a2a extra: the agent card and A2A JSON-RPC
+        from reactchat.a2a._server import a2a_routes
+
+        a2a_routes(app, server)
     _page_routes(app)
     # added last, so it runs first: before the turn's shortcut (``_session_routes``) too
     app.add_middleware(
@@ -245,14 +270,22 @@ def _error_handlers(app: FastAPI) -> None:
         return response
 
     async def unavailable(request: Request, exc: Exception) -> Response:
-        return error(503, f"the session store is unavailable: {exc}", "unavailable")
+        return error(503, f"a database is unavailable: {exc}", "unavailable")
+
+    async def full(request: Request, exc: Exception) -> Response:
+        return error(507, str(exc), "insufficient_storage")
 
     async def internal(request: Request, exc: Exception) -> Response:
         # the traceback goes to the server log; the client gets the kind of failure
         # (its text may hold paths, SQL or host names: those stay in the log)
-        return error(500, f"internal error ({type(exc).__name__}); the details are in the server log", "server")
+        response = error(500, f"internal error ({type(exc).__name__}); the details are in the server log", "server")
+        # said, so that no client sends its next request on it: uvicorn closes the
+        # connection of a request whose exception reached it, once this answer is sent
+        response.headers["Connection"] = "close"
+        return response
 
     app.add_exception_handler(ConnectionError, unavailable)
+    app.add_exception_handler(DiskFull, full)
     app.add_exception_handler(Exception, internal)
     app.add_exception_handler(SessionNotFound, not_found)
     app.add_exception_handler(SessionBusy, busy)
@@ -302,7 +335,7 @@ def _session_routes(app: FastAPI, server: Server) -> None:
     async def get_session(session: str) -> dict[str, Any]:
         """The session's turns with their events, its status, the pending question and files."""
         if not await store.exists(session):
-            raise SessionNotFound(f"no session {session!r}")
+            raise SessionNotFound(session)
         return await session_view(server, session)
 
     @app.post(
@@ -315,7 +348,9 @@ def _session_routes(app: FastAPI, server: Server) -> None:
     )
     async def post_message(session: str, body: MessageIn) -> Response:
         """Run a turn (or answer the pending question) and stream its events as SSE."""
-        feed = await server.turns.start(server.agent, session, body.message, body.reply_to, body.output_schema)
+        most = server.config.max_budget
+        budget = body.budget.limits(most) if body.budget is not None else most
+        feed = await server.turns.start(server.agent, session, body.message, body.reply_to, body.output_schema, budget)
         left = server.files.left_after(session) if server.files is not None else None
         if body.stream:
             return TurnStream(sse(feed, left))

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from reactchat.engine.budget import Budget
+
 if TYPE_CHECKING:
     from reactchat.agent import Agent
     from reactchat.models import Model
@@ -55,6 +57,9 @@ class ServerConfig:
     max_new_sessions: int | None = 600
     #: what reading one uploaded file may take (a ``reactchat.knowledge.Limits``); None: the defaults
     file_limits: Any = None
+    #: the most a turn may spend (``REACTCHAT_MAX_BUDGET``: ``tokens=N,cost=USD,...``): a message's
+    #: ``budget`` is held within it, and a message without one gets it; None: no limit
+    max_budget: Budget | None = None
     #: key of the OpenAI endpoint's derived session ids (``REACTCHAT_SECRET``; see ``_openai``)
     secret: str | None = None
     #: days after which an idle session is deleted, checked at start-up and hourly

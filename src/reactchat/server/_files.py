@@ -120,7 +120,7 @@ def file_routes(app: FastAPI, server: Server) -> None:
         ``file`` (the same body as the JSON answer) or ``error`` (``{"status", "message"}``).
         """
         if not await server.store.exists(session):
-            raise SessionNotFound(f"no session {session!r}")
+            raise SessionNotFound(session)
         if server.files is None:
             return error(501, "file uploads need reactchat.knowledge: pip install 'reactchat[files]'", "unavailable")
         if len((await request.form()).getlist("file")) > 1:
@@ -139,7 +139,7 @@ def file_routes(app: FastAPI, server: Server) -> None:
     async def clear_context(session: str) -> dict[str, Any]:
         """Forget the session's uploaded files."""
         if not await server.store.exists(session):
-            raise SessionNotFound(f"no session {session!r}")
+            raise SessionNotFound(session)
         if server.files is not None:
             await server.files.clear(session)
         return {"session": session, "files": []}

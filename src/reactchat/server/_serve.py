@@ -8,6 +8,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from reactchat.cli.retention import retention_from_env
+from reactchat.engine.budget import Budget
 from reactchat.server._app import create_app
 from reactchat.server._config import ServerConfig, check_exposure, load_users
 from reactchat.server._gc import settle_collector
@@ -53,7 +54,7 @@ def config_from_env(
 ) -> ServerConfig:
     """A ``ServerConfig`` from the arguments, else ``REACTCHAT_TOKEN``, ``REACTCHAT_TOKEN_FILE``,
     ``REACTCHAT_ALLOWED_HOSTS`` (comma-separated), ``REACTCHAT_MODEL``, ``REACTCHAT_DB`` and
-    ``REACTCHAT_RETENTION_DAYS``."""
+    ``REACTCHAT_RETENTION_DAYS`` and ``REACTCHAT_MAX_BUDGET``."""
     token = token or os.environ.get("REACTCHAT_TOKEN") or None
     token_file = token_file or os.environ.get("REACTCHAT_TOKEN_FILE") or None
     names = os.environ.get("REACTCHAT_ALLOWED_HOSTS", "")
@@ -64,6 +65,7 @@ def config_from_env(
         users=load_users(token_file) if token_file else None,
         allowed_hosts=(*allowed_hosts, *(n.strip() for n in names.split(",") if n.strip())),
         retention_days=retention_from_env(),
+        max_budget=Budget.parse(os.environ["REACTCHAT_MAX_BUDGET"]) if os.environ.get("REACTCHAT_MAX_BUDGET") else None,
     )
 
 

@@ -19,11 +19,13 @@ import contextlib
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
-from fastapi import FastAPI, Header, Query
+from fastapi import FastAPI, Header, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.exceptions import HTTPException
 
 from reactchat.errors import SessionBusy, SessionNotFound
 from reactchat.server._schema import GUARDED, SSE_EVENT, errors
@@ -41,6 +43,9 @@ TAKEOVER_INTERVAL = 0.5
 FOLLOW_POLL = 0.25
 #: seconds a follower waits on an interrupted turn that nobody takes over before it gives up
 FOLLOW_PATIENCE = 60.0
+#: streams of ``GET /v1/sessions/{id}/events`` open at once, per session and per client, in one process
+MAX_FOLLOWERS_PER_SESSION = 8
+MAX_FOLLOWERS_PER_CLIENT = 16
 
 
 async def watch_abandoned(server: Server, interval: float = TAKEOVER_INTERVAL) -> None:
@@ -74,8 +79,38 @@ async def take_over(server: Server, session: str) -> bool:
     return True
 
 
+class Followers:
+    """The follow streams open in this process, counted per session and per client."""
+
+    def __init__(self, per_session: int = MAX_FOLLOWERS_PER_SESSION, per_client: int = MAX_FOLLOWERS_PER_CLIENT):
+        self.per_session, self.per_client = per_session, per_client
+        self.sessions: Counter[str] = Counter()
+        self.clients: Counter[str] = Counter()
+
+    def enter(self, session: str, client: str) -> None:
+        """Count one more stream, or a 429 when the session or the client has its share open."""
+        if self.sessions[session] >= self.per_session:
+            raise HTTPException(
+                429, f"{self.per_session} clients already follow session {session}: retry later", {"Retry-After": "5"}
+            )
+        if self.clients[client] >= self.per_client:
+            raise HTTPException(
+                429, f"this client already follows {self.per_client} sessions: close one first", {"Retry-After": "5"}
+            )
+        self.sessions[session] += 1
+        self.clients[client] += 1
+
+    def leave(self, session: str, client: str) -> None:
+        """A stream counted by ``enter`` has ended."""
+        for counter, key in ((self.sessions, session), (self.clients, client)):
+            counter[key] -= 1
+            if counter[key] <= 0:
+                del counter[key]
+
+
 def follow_routes(app: FastAPI, server: Server) -> None:
     """``GET /v1/sessions/{id}/events``: the session's events as SSE, from ``Last-Event-ID``."""
+    followers = Followers()
 
     @app.get(
         "/v1/sessions/{session}/events",
@@ -85,10 +120,11 @@ def follow_routes(app: FastAPI, server: Server) -> None:
                 "description": "The session's events after Last-Event-ID as Server-Sent Events, then `end`",
                 "content": {"text/event-stream": {"schema": SSE_EVENT}},
             },
-            **errors(*GUARDED, 404, 422, 503),
+            **errors(*GUARDED, 404, 422, 429, 503),
         },
     )
     async def follow_session(
+        request: Request,
         session: str,
         last_event_id: str | None = Header(default=None, max_length=40),
         after: int = Query(default=0, ge=0),
@@ -97,12 +133,26 @@ def follow_routes(app: FastAPI, server: Server) -> None:
 
         ``Last-Event-ID`` is the ``id:`` of the last frame the client saw; a value that is not
         one of ours (not a non-negative integer) is ignored, as the SSE standard lets a server do.
+        A session with no turn ends at once, with status ``idle``. A session has at most
+        ``MAX_FOLLOWERS_PER_SESSION`` streams open at once and a client ``MAX_FOLLOWERS_PER_CLIENT`` (429).
         """
         if not await server.store.exists(session):
             raise SessionNotFound(session)
         seen = last_event_id.strip() if last_event_id else ""
         start = int(seen) if seen.isascii() and seen.isdigit() else after
-        return StreamingResponse(follow(server, session, start), media_type="text/event-stream", headers=SSE_HEADERS)
+        client = server.caller(request)
+        followers.enter(session, client)
+        stream = counted(follow(server, session, start), lambda: followers.leave(session, client))
+        return StreamingResponse(stream, media_type="text/event-stream", headers=SSE_HEADERS)
+
+
+async def counted(frames: AsyncIterator[str], leave: Any) -> AsyncIterator[str]:
+    """``frames``, then ``leave()`` however the stream ends (its client gone included)."""
+    try:
+        async for text in frames:
+            yield text
+    finally:
+        leave()
 
 
 async def follow(server: Server, session: str, seq: int) -> AsyncIterator[str]:
@@ -115,8 +165,11 @@ async def follow(server: Server, session: str, seq: int) -> AsyncIterator[str]:
         if len(events) > sent:
             yield "".join(event_frame(event) for event in events[sent:])
             sent, quiet = len(events), time.monotonic()
-        end = summary(session, events)
         running = server.turns.is_running(session)
+        if not events and not running:  # no turn ever started: nothing is interrupted
+            yield frame("end", json.dumps({**summary(session, events), "status": "idle"}))
+            return
+        end = summary(session, events)
         patience_left = time.monotonic() - quiet < FOLLOW_PATIENCE
         if not running and (end["status"] != "interrupted" or not patience_left):
             yield frame("end", json.dumps(end))

@@ -19,6 +19,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from reactchat.agent import Agent
+from reactchat.engine.budget import Budget
 from reactchat.engine.loop import SHUTDOWN
 from reactchat.engine.run import Run
 from reactchat.engine.session import Outcome, Pending, RunResult
@@ -177,12 +178,16 @@ class Turns:
         message: str | None,
         reply_to: str | None,
         output_schema: dict[str, Any] | None = None,
+        budget: Budget | None = None,
     ) -> TurnFeed:
-        """Start a turn (its final answer typed by ``output_schema``, a JSON schema, if given).
+        """Start a turn (its final answer typed by ``output_schema``, a JSON schema, if given,
+        its spending held within ``budget`` instead of the agent's).
         ``SessionBusy``, ``SessionNotFound`` and ``AlreadyAnswered`` raise here, before
         anything is recorded, so the request can answer with a clear status."""
         feed = TurnFeed(session)
-        run = agent.turn(message, session, reply_to=reply_to, output_type=output_schema, on_delta=feed.delta)
+        run = agent.turn(
+            message, session, reply_to=reply_to, output_type=output_schema, on_delta=feed.delta, budget=budget
+        )
         # the whole turn runs in one task, its first event included: the request waits for that
         started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         # named by its session, for ``_forget`` (no closure per turn)
@@ -295,7 +300,7 @@ def summary(
 
 
 def pending_view(pending: Pending | None) -> dict[str, Any] | None:
-    """What a waiting session waits for, for JSON: ``kind`` (``question`` or ``approval``),
+    """What a waiting session waits for, for JSON: ``kind`` (``question``, ``approval``, ``in_doubt``, ``budget``),
     the question, ``reply_to``, and the tool and arguments of the call it belongs to."""
     if pending is None:
         return None

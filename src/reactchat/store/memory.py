@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import replace
 
 from reactchat.messages import Event
 from reactchat.store import SessionNotFound
+from reactchat.store._artifacts import MAX_ARTIFACTS, MAX_SESSION_BYTES, Artifact, content_type
 from reactchat.store._fork import fork_point
 
 
@@ -21,6 +23,7 @@ class MemoryStore:
         self._reflections: dict[str, list[tuple[float, str]]] = {}
         #: session → when its last turn ended (or it was created), a Unix time
         self._active: dict[str, float] = {}
+        self._artifacts: dict[str, dict[str, Artifact]] = {}
         #: forked session → (original, the seq its copy stopped before)
         self._origins: dict[str, tuple[str, int]] = {}
 
@@ -118,6 +121,7 @@ class MemoryStore:
         if idle_before is not None and (running or self._active[session_id] >= idle_before):
             return False
         self._locks.pop(session_id, None)
+        self._artifacts.pop(session_id, None)
         self._origins.pop(session_id, None)
         del self._active[session_id]
         return self._events.pop(session_id, None) is not None
@@ -140,6 +144,29 @@ class MemoryStore:
 
     async def close(self) -> None:
         """Nothing to release."""
+
+    async def put_artifact(self, session_id: str, name: str, data: bytes, at: float) -> Artifact:
+        """Keep an artifact (replacing one of that name); the oldest beyond the bounds go."""
+        if session_id not in self._events:
+            raise SessionNotFound(session_id)
+        kept = Artifact(name, content_type(name, data), len(data), at, bytes(data))
+        held = self._artifacts.setdefault(session_id, {})
+        held[name] = kept
+        total = 0
+        for rank, artifact in enumerate(sorted(held.values(), key=lambda a: (-a.at, a.name)), 1):
+            total += artifact.size
+            if rank > MAX_ARTIFACTS or total > MAX_SESSION_BYTES:
+                del held[artifact.name]
+        return replace(kept, data=b"")
+
+    async def artifact(self, session_id: str, name: str) -> Artifact | None:
+        """The artifact with its bytes, or None."""
+        return self._artifacts.get(session_id, {}).get(name)
+
+    async def artifacts(self, session_id: str) -> list[Artifact]:
+        """The session's artifacts without their bytes, oldest first."""
+        held = self._artifacts.get(session_id, {}).values()
+        return [replace(a, data=b"") for a in sorted(held, key=lambda a: (a.at, a.name))]
 
     async def reflections(self, key: str, limit: int, since: float) -> list[str]:
         """The newest ``limit`` reflections under ``key`` made after ``since``, oldest first."""

@@ -15,6 +15,8 @@ Schema: the SQLite store's ``sessions`` and ``events`` (created by the migration
            body JSON,                       -- the event as written by ``EVENTS.dump_json``
            PRIMARY KEY (session, seq))
     reflections(id BIGSERIAL, key TEXT, at DOUBLE PRECISION, text TEXT)   -- see reactchat.orchestration.reflexion
+    artifacts(session TEXT → sessions.id ON DELETE CASCADE, name TEXT, content_type TEXT,
+              size INTEGER, at DOUBLE PRECISION, data BYTEA)   -- see store/_artifacts.py
 
 ``body`` is ``json``, not ``jsonb``: it keeps the text as written and accepts ``\\u0000``,
 which a tool's output may contain. Each ``append`` is one transaction (autocommitted when it holds one event), durable
@@ -51,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 from reactchat.messages import Event, stored_event, stored_json
 from reactchat.store import SessionNotFound
 from reactchat.store import _migrations as migrations
+from reactchat.store._artifacts import MAX_ARTIFACTS, MAX_SESSION_BYTES, PRUNE, Artifact, content_type
 from reactchat.store._batch import Batcher
 from reactchat.store._fork import Rebase, fork_point
 from reactchat.store._migrations import Schema, mark_interrupted
@@ -115,7 +118,20 @@ SCHEMA.add(
 )
 SCHEMA.add(
     6,
-    "m006_fork_origin",  # a forked session's original and the seq its copy stopped before (``fork``)
+    "m006_artifacts",  # files a session's tools made (reactchat.store._artifacts)
+    """CREATE TABLE artifacts (
+        session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        content_type TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        at DOUBLE PRECISION NOT NULL,
+        data BYTEA NOT NULL,
+        PRIMARY KEY (session, name)
+    )""",
+)
+SCHEMA.add(
+    7,
+    "m007_fork_origin",  # a forked session's original and the seq its copy stopped before (``fork``)
     "ALTER TABLE sessions ADD COLUMN forked_from TEXT",
     "ALTER TABLE sessions ADD COLUMN forked_before INTEGER",
 )
@@ -307,6 +323,12 @@ class PostgresStore:
             conn = self._idle.pop() if self._idle else await self._connect()
             try:
                 yield conn
+            except Exception as exc:
+                if not conn.broken:
+                    raise
+                # the server went away (a restart, a stop): the connection is dropped and the
+                # next call makes a new one; until then the database is unavailable (503)
+                raise ConnectionError(f"lost the connection to PostgreSQL at {_redact(self.url)}: {exc}") from exc
             finally:
                 if not conn.closed and not conn.broken:
                     self._idle.append(conn)
@@ -582,6 +604,47 @@ class PostgresStore:
                    (SELECT id FROM reflections WHERE key = %(key)s ORDER BY at DESC, id DESC LIMIT %(keep)s)""",
                 {"key": key, "keep": keep},
             )
+
+    # ------------------------------------------------------------------ artifacts
+
+    async def put_artifact(self, session_id: str, name: str, data: bytes, at: float) -> Artifact:
+        """Keep an artifact (replacing one of that name); the oldest beyond the bounds go."""
+        from psycopg import errors  # psycopg is imported on first use
+
+        kept = Artifact(name, content_type(name, data), len(data), at)
+        async with self._db() as db, db.transaction():
+            try:
+                await db.execute(
+                    """INSERT INTO artifacts (session, name, content_type, size, at, data)
+                       VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (session, name) DO UPDATE
+                       SET content_type = excluded.content_type, size = excluded.size,
+                           at = excluded.at, data = excluded.data""",
+                    (session_id, name, kept.content_type, kept.size, at, data),
+                )
+            except errors.ForeignKeyViolation:
+                raise SessionNotFound(session_id) from None
+            await db.execute(PRUNE.replace("?", "%s"), (session_id, session_id, MAX_ARTIFACTS, MAX_SESSION_BYTES))
+        return kept
+
+    async def artifact(self, session_id: str, name: str) -> Artifact | None:
+        """The artifact with its bytes, or None."""
+        async with self._db() as db:
+            cursor = await db.execute(
+                "SELECT name, content_type, size, at, data FROM artifacts WHERE session = %s AND name = %s",
+                (session_id, name),
+            )
+            row = await cursor.fetchone()
+        return Artifact(row[0], row[1], row[2], row[3], bytes(row[4])) if row else None
+
+    async def artifacts(self, session_id: str) -> list[Artifact]:
+        """The session's artifacts without their bytes, oldest first."""
+        async with self._db() as db:
+            cursor = await db.execute(
+                "SELECT name, content_type, size, at FROM artifacts WHERE session = %s ORDER BY at, name",
+                (session_id,),
+            )
+            rows = await cursor.fetchall()
+        return [Artifact(*row) for row in rows]
 
     # ------------------------------------------------------------------ turn locks
 

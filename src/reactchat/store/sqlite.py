@@ -18,6 +18,8 @@ prefixed ``kb_`` for the knowledge base, and must leave these alone)::
     session_locks(session TEXT PRIMARY KEY, owner TEXT, host TEXT, pid INTEGER, expires REAL,
                   cancel REAL)              -- when a cancel of the running turn was asked for
     reflections(key TEXT, at REAL, text TEXT)   -- Reflexion's memory (orchestration.reflexion)
+    artifacts(session TEXT → sessions.id ON DELETE CASCADE, name TEXT, content_type TEXT,
+              size INTEGER, at REAL, data BLOB, PRIMARY KEY (session, name))   -- store/_artifacts.py
 
 Events are append-only; the state of a session is derived from them. Durability: WAL
 with ``synchronous=NORMAL``, so every committed event survives a killed process (a
@@ -54,9 +56,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import TypeVar
 
+from reactchat.errors import DiskFull
 from reactchat.messages import Event, stored_event, stored_json
 from reactchat.store import SessionNotFound
 from reactchat.store import _migrations as migrations
+from reactchat.store._artifacts import MAX_ARTIFACTS, MAX_SESSION_BYTES, PRUNE, Artifact, content_type
 from reactchat.store._fork import Rebase, fork_point
 from reactchat.store._migrations import Schema, mark_interrupted
 from reactchat.store._views import TurnViews, View
@@ -133,7 +137,20 @@ SCHEMA.add(
 )
 SCHEMA.add(
     6,
-    "m006_fork_origin",  # a forked session's original and the seq its copy stopped before (``fork``)
+    "m006_artifacts",  # files a session's tools made (reactchat.store._artifacts)
+    """CREATE TABLE artifacts (
+        session TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        name TEXT NOT NULL,
+        content_type TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        at REAL NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (session, name)
+    ) WITHOUT ROWID""",
+)
+SCHEMA.add(
+    7,
+    "m007_fork_origin",  # a forked session's original and the seq its copy stopped before (``fork``)
     "ALTER TABLE sessions ADD COLUMN forked_from TEXT",
     "ALTER TABLE sessions ADD COLUMN forked_before INTEGER",
 )
@@ -246,12 +263,17 @@ class SqliteStore:
             await asyncio.shield(asyncio.wrap_future(self._last_step_done))
             self._writing = True
         try:
-            result = work(db)
+            try:
+                result = work(db)
+            except sqlite3.OperationalError as exc:
+                if not _busy(exc) or self.path == ":memory:":
+                    raise
+                self._writing = False
+                result = await self._when_unlocked(work)
         except sqlite3.OperationalError as exc:
-            if not _busy(exc) or self.path == ":memory:":
-                raise
-            self._writing = False
-            result = await self._when_unlocked(work)
+            if _full(exc):  # the transaction was rolled back: say so, and which disk to free
+                raise DiskFull(self.path, _disk(self.path)) from exc
+            raise
         finally:
             self._writing = False
         if write:
@@ -549,6 +571,50 @@ class SqliteStore:
 
         await self._call(add, write=True)
 
+    # ------------------------------------------------------------------ artifacts
+
+    async def put_artifact(self, session_id: str, name: str, data: bytes, at: float) -> Artifact:
+        """Keep an artifact (replacing one of that name); the oldest beyond the bounds go."""
+        kept = Artifact(name, content_type(name, data), len(data), at)
+
+        def put(db: sqlite3.Connection) -> None:
+            with _immediate(db):
+                if not _exists(db, session_id):
+                    raise SessionNotFound(session_id)
+                db.execute(
+                    "INSERT OR REPLACE INTO artifacts (session, name, content_type, size, at, data) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    (session_id, name, kept.content_type, kept.size, at, data),
+                )
+                db.execute(PRUNE, (session_id, session_id, MAX_ARTIFACTS, MAX_SESSION_BYTES))
+
+        await self._call(put, write=True)
+        return kept
+
+    async def artifact(self, session_id: str, name: str) -> Artifact | None:
+        """The artifact with its bytes, or None."""
+
+        def read(db: sqlite3.Connection) -> Artifact | None:
+            row = db.execute(
+                "SELECT name, content_type, size, at, data FROM artifacts WHERE session = ? AND name = ?",
+                (session_id, name),
+            ).fetchone()
+            return Artifact(*row) if row else None
+
+        return await self._call(read)
+
+    async def artifacts(self, session_id: str) -> list[Artifact]:
+        """The session's artifacts without their bytes, oldest first."""
+
+        def read(db: sqlite3.Connection) -> list[Artifact]:
+            rows = db.execute(
+                "SELECT name, content_type, size, at FROM artifacts WHERE session = ? ORDER BY at, name",
+                (session_id,),
+            ).fetchall()
+            return [Artifact(*row) for row in rows]
+
+        return await self._call(read)
+
     # ------------------------------------------------------------------ turn locks
 
     async def try_lock(self, session_id: str, owner: str, ttl: float) -> bool:
@@ -752,6 +818,32 @@ def _immediate(db: sqlite3.Connection) -> Iterator[None]:
             db.execute("ROLLBACK")
         raise
     db.execute("COMMIT")
+
+
+def _full(exc: sqlite3.OperationalError) -> bool:
+    """Whether the error is SQLITE_FULL: the disk (or the file system's quota) has no room."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return code & 0xFF == sqlite3.SQLITE_FULL if code is not None else "disk is full" in str(exc)
+
+
+@contextlib.contextmanager
+def full_disk_said(path: str) -> Iterator[None]:
+    """SQLITE_FULL inside raised as ``DiskFull`` (naming ``path`` and its disk); for the other
+    SQLite files reactchat writes (the knowledge base's)."""
+    try:
+        yield
+    except sqlite3.OperationalError as exc:
+        if _full(exc):
+            raise DiskFull(path, _disk(path)) from exc
+        raise
+
+
+def _disk(path: str) -> str:
+    """The mount point of the file system that holds ``path``."""
+    place = Path(path).resolve().parent
+    while not os.path.ismount(place) and place != place.parent:
+        place = place.parent
+    return str(place)
 
 
 def _busy(exc: sqlite3.OperationalError) -> bool:

@@ -1,4 +1,4 @@
-"""Built-in tools: ``calculator``, ``ask_user``, ``web_search``, ``fetch_url``.
+"""Built-in tools: ``calculator``, ``ask_user``, ``web_search``, ``fetch_url``, ``run_python``.
 
 ``web_search`` reads its backend from ``REACTCHAT_SEARCH`` at each search; build one on
 a chosen backend with ``web_search_tool(SearxNG(url))`` (or ``Tavily()``, ``Brave()``,
@@ -18,6 +18,7 @@ from reactchat.toolbox._fetch import (
     read_link,
     read_links_in_messages,
 )
+from reactchat.toolbox._python import SandboxLimits, SandboxRun, run_python, run_python_tool, run_sandboxed
 from reactchat.toolbox._web_search import (
     ENV_SEARCH,
     Brave,
@@ -41,6 +42,8 @@ __all__ = [
     "FetchPolicy",
     "FetchRefused",
     "Page",
+    "SandboxLimits",
+    "SandboxRun",
     "SearchBackend",
     "SearchConfigError",
     "SearchResult",
@@ -57,6 +60,9 @@ __all__ = [
     "read_link",
     "read_links_in_messages",
     "resolve_backend",
+    "run_python",
+    "run_python_tool",
+    "run_sandboxed",
     "web_search",
     "web_search_tool",
 ]

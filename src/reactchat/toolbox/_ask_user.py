@@ -7,8 +7,8 @@ import re
 from reactchat.tools import PauseForUser, RunContext, tool
 
 
-# idempotent: asking has no effect, so a question lost in a crash is simply asked again
-@tool(return_direct=True, timeout=None, idempotent=True)
+# read: asking has no effect, so a question lost in a crash is simply asked again
+@tool(return_direct=True, timeout=None, effect="read")
 def ask_user(question: str, ctx: RunContext) -> str:
     """Ask the user a question and wait for the answer. Use it when a fact only the user
     knows is missing (where they are, which account, what they prefer); never guess it.

@@ -10,9 +10,11 @@ Fetching is SSRF-safe by default: only ``http``/``https``; the host name is reso
 here and every address it resolves to must be public (no loopback, private, link-local,
 cloud metadata, multicast or reserved address), checked again for every redirect, and
 the connection goes to the address that was checked (a second DNS answer cannot swap
-it). Bodies are capped in size and the whole fetch in time. ``FetchPolicy(allow=[...])``
-(or ``REACTCHAT_FETCH_ALLOW``) lists the networks and host names of an intranet that
-may be fetched anyway.
+it). Bodies are capped in size and the whole fetch in time. The cap counts decoded bytes
+before they are inflated: only gzip and deflate are offered and accepted, one layer, and
+decoded here with an output limit; redirects are followed here, their bodies unread.
+``FetchPolicy(allow=[...])`` (or ``REACTCHAT_FETCH_ALLOW``) lists the networks and host
+names of an intranet that may be fetched anyway.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from reactchat.errors import ReactchatError
+from reactchat.toolbox._inflate import ACCEPT_ENCODING, Body, BodyRefused
 from reactchat.tools import RunContext, Tool
 
 if TYPE_CHECKING:
@@ -202,24 +205,40 @@ async def fetch(url: str, policy: FetchPolicy | None = None) -> Page:
     timeout = httpx.Timeout(min(10.0, policy.timeout), pool=policy.timeout)
     client = httpx.AsyncClient(
         transport=_transport(policy),
-        follow_redirects=True,
-        max_redirects=MAX_REDIRECTS,
         timeout=timeout,
         trust_env=False,
-        headers={"User-Agent": "reactchat (fetch_url)", "Accept": "text/html, application/pdf, text/plain;q=0.9"},
+        headers={
+            "User-Agent": "reactchat (fetch_url)",
+            "Accept": "text/html, application/pdf, text/plain;q=0.9",
+            "Accept-Encoding": ACCEPT_ENCODING,
+        },
         event_hooks={"request": [check_redirect]},
     )
     try:
-        async with asyncio.timeout(policy.timeout), client, client.stream("GET", url) as response:
-            return await _read(response, policy)
+        async with asyncio.timeout(policy.timeout), client:
+            return await _follow(client, client.build_request("GET", url), policy)
     except TimeoutError:
         raise FetchRefused(f"{url} did not answer within {policy.timeout:g} s") from None
-    except httpx.TooManyRedirects:
-        raise FetchRefused(f"{url} redirects more than {MAX_REDIRECTS} times") from None
     except httpx.UnsupportedProtocol:
         raise FetchRefused(f"{url} redirects to an address that is not http or https") from None
+    except (httpx.InvalidURL, UnicodeError) as exc:  # IDNAError is a UnicodeError; so is an empty label
+        raise FetchRefused(f"{url!r} (or where it redirects) is not a valid URL ({exc})") from None
     except httpx.HTTPError as exc:
         raise FetchRefused(f"{url} could not be fetched ({type(exc).__name__}: {exc})") from None
+
+
+async def _follow(client: Any, request: Any, policy: FetchPolicy) -> Page:
+    """The answer to ``request`` after its redirects, followed here: httpx would read (and
+    inflate) a redirect's whole body before the next request, out of reach of any limit."""
+    for _ in range(MAX_REDIRECTS + 1):
+        response = await client.send(request, stream=True)
+        try:
+            if response.next_request is None:
+                return await _read(response, policy)
+            request = response.next_request
+        finally:
+            await response.aclose()
+    raise FetchRefused(f"{request.url} is reached by more than {MAX_REDIRECTS} redirects")
 
 
 async def _read(response: Any, policy: FetchPolicy) -> Page:
@@ -229,15 +248,17 @@ async def _read(response: Any, policy: FetchPolicy) -> Page:
     declared = response.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > policy.max_bytes:
         raise FetchRefused(f"{url} is {int(declared) / 2**20:.1f} MB, over the {_mb(policy.max_bytes)} limit")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():  # decoded: a compressed bomb is counted as it unpacks
-        size += len(chunk)
-        if size > policy.max_bytes:
-            raise FetchRefused(f"{url} is larger than the {_mb(policy.max_bytes)} limit")
-        chunks.append(chunk)
+    try:
+        body = Body(response.headers.get("content-encoding", ""), policy.max_bytes)
+        # raw bytes, decoded here with an output limit: httpx would inflate a whole network
+        # chunk before the size could be counted (64 KB of gzip is 64 MB of zeros)
+        async for chunk in response.aiter_raw():
+            body.feed(chunk)
+        data = body.data()
+    except BodyRefused as exc:
+        raise FetchRefused(f"{url} {exc}") from None
     kind = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
-    return Page(url, kind, b"".join(chunks))
+    return Page(url, kind, data)
 
 
 def _mb(size: int) -> str:
@@ -312,7 +333,8 @@ def links_in(text: str) -> list[str]:
 def read_links_in_messages(agent: AgentSpec, policy: FetchPolicy | None = None, *, limit: int = 3) -> None:
     """Read the links of each message that starts a turn into the session's files first,
     so the turn can search them (``search_files``) and cite them like uploads. A link
-    that is refused or fails is logged and skipped: the model can still try ``fetch_url``.
+    that is refused, cannot be parsed or fails is logged and skipped: the model can still
+    try ``fetch_url``.
     Needs ``reactchat.knowledge.attach(agent)``.
     """
 
@@ -326,6 +348,8 @@ def read_links_in_messages(agent: AgentSpec, policy: FetchPolicy | None = None, 
                 await read_link(kb, session, url, policy)
             except (FetchRefused, FileRejected) as exc:
                 log.warning("the link %s in a message of session %s was not read: %s", url, session, exc)
+            except Exception:  # a link is a convenience: whatever else it breaks, the turn goes on
+                log.exception("the link %s in a message of session %s was not read", url, session)
 
     agent.hooks.new_message.append(read)
 
@@ -357,7 +381,7 @@ def fetch_url_tool(policy: FetchPolicy | None = None, *, budget: int = DEFAULT_B
         hits = [h for h in await kb.search(ctx.session, query or info.name, k=50) if h.file_id == info.id]
         return intro + "\n" + render(query or info.name, hits[:5], budget)
 
-    return Tool(fetch_url, idempotent=True, timeout=DEFAULT_TIMEOUT * 2, max_chars=budget + 400)
+    return Tool(fetch_url, effect="read", timeout=DEFAULT_TIMEOUT * 2, max_chars=budget + 400)
 
 
 #: the built-in tool (public addresses only, or those in ``REACTCHAT_FETCH_ALLOW``)

@@ -308,7 +308,7 @@ def web_search_tool(
         chosen = fixed or resolve_backend()  # read per call: the environment may change
         return render(query, await chosen.search(query, k), budget)
 
-    return Tool(web_search, idempotent=True, timeout=DEFAULT_TIMEOUT * 2, max_chars=budget + 200)
+    return Tool(web_search, effect="read", timeout=DEFAULT_TIMEOUT * 2, max_chars=budget + 200)
 
 
 #: the built-in tool; its backend comes from ``REACTCHAT_SEARCH``

@@ -4,6 +4,8 @@ and LangChain's tools. The built-in tools are in ``reactchat.toolbox``."""
 
 from reactchat.tools._adapt import as_tool
 from reactchat.tools._tool import (
+    EFFECTS,
+    Effect,
     PauseForUser,
     RunContext,
     Tool,
@@ -17,6 +19,8 @@ from reactchat.tools._tool import (
 )
 
 __all__ = [
+    "EFFECTS",
+    "Effect",
     "PauseForUser",
     "RunContext",
     "Tool",

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, get_type_hint
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
-from reactchat.messages import ToolInput, ToolSpec
+from reactchat.messages import PauseKind, ToolInput, ToolSpec
 from reactchat.tools.threads import ToolThreads, shared_threads
 
 if TYPE_CHECKING:
@@ -28,6 +28,14 @@ if TYPE_CHECKING:
     from reactchat.protocols.base import Call, ToolResult
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+#: what a call of a tool does to the world, which decides what happens when a crash leaves
+#: it without a result: ``read`` (no side effect: may run again, and a fork reuses its
+#: result), ``idempotent`` (may run again), ``unsafe`` (never runs twice unless someone says so)
+Effect = Literal["read", "idempotent", "unsafe"]
+EFFECTS: tuple[Effect, ...] = ("read", "idempotent", "unsafe")
+#: reconcile(**arguments) -> the call's result if its effect happened, None if it did not
+Reconcile = Callable[..., "str | Awaitable[str | None] | None"]
 
 
 @dataclass
@@ -62,7 +70,7 @@ class PauseForUser(Exception):
     observation of this tool call and the reasoning continues from there.
     """
 
-    def __init__(self, question: str, kind: Literal["question", "approval"] = "question") -> None:
+    def __init__(self, question: str, kind: PauseKind = "question") -> None:
         super().__init__(question)
         self.question = question
         #: ``approval``: the engine asks whether a call may run (see ``reactchat.engine.approval``)
@@ -121,9 +129,13 @@ class Tool:
         timeout: float | None = 30.0,
         volatile: bool = False,
         idempotent: bool = False,
+        effect: Effect | None = None,
+        reconcile: Reconcile | None = None,
         max_chars: int | None = None,
         approval: bool | Callable[[dict[str, Any]], bool] = False,
     ) -> None:
+        if effect is not None and effect not in EFFECTS:
+            raise ValueError(f"effect must be one of {', '.join(EFFECTS)}, not {effect!r}")
         self.fn = fn
         self.name = name or fn.__name__
         doc_description, arg_docs = _split_docstring(fn.__doc__ or "")
@@ -134,8 +146,10 @@ class Tool:
         self.timeout = timeout
         #: the result changes over time, so repeating the same call is legitimate
         self.volatile = volatile
-        #: safe to run again after a crash interrupted it
-        self.idempotent = idempotent
+        #: what a call does to the world (``idempotent=True`` means ``effect="idempotent"``)
+        self.effect: Effect = effect or ("idempotent" if idempotent else "unsafe")
+        #: after a crash, whether an interrupted call's effect happened (its result, or None)
+        self.reconcile = reconcile
         #: per-tool observation limit in characters (None: the agent's default)
         self.max_chars = max_chars
         #: a human approves each call first (True), or those for which ``approval(arguments)`` is true
@@ -169,6 +183,11 @@ class Tool:
         self.params = list(fields)
         #: every parameter is a str, int, float or bool: a validated model's fields are its dump
         self._scalars = all(annotation in (str, int, float, bool) for annotation, _ in fields.values())
+
+    @property
+    def idempotent(self) -> bool:
+        """Whether a call may run again after a crash interrupted it (``read`` or ``idempotent``)."""
+        return self.effect != "unsafe"
 
     def __repr__(self) -> str:
         return f"Tool({self.name!r})"
@@ -291,6 +310,8 @@ def tool(
     timeout: float | None = 30.0,
     volatile: bool = False,
     idempotent: bool = False,
+    effect: Effect | None = None,
+    reconcile: Reconcile | None = None,
     max_chars: int | None = None,
     approval: bool | Callable[[dict[str, Any]], bool] = False,
 ) -> Callable[[F], Tool]: ...
@@ -301,9 +322,12 @@ def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Tool | Call
 
     Options: ``name``, ``description`` (default: the docstring), ``return_direct`` (the
     output is the final answer), ``timeout`` in seconds, ``volatile`` (the result changes
-    over time, so identical calls may repeat), ``idempotent`` (safe to re-run after a
-    crash), ``max_chars`` (observation limit for this tool), ``approval`` (True, or a
-    function of the arguments: the run waits for a human's yes before the call runs).
+    over time, so identical calls may repeat), ``effect`` (``read``, ``idempotent`` or the
+    default ``unsafe``: what happens to a call a crash interrupted; ``idempotent=True`` means
+    ``effect="idempotent"``), ``reconcile`` (``check(**arguments)``: after a crash, the
+    call's result if its effect happened, None if it did not), ``max_chars`` (observation
+    limit for this tool), ``approval`` (True, or a function of the arguments: the run waits
+    for a human's yes before the call runs).
     """
     if fn is not None:
         return Tool(fn, **options)

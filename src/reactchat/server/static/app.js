@@ -2,6 +2,7 @@
 // Talks to /v1/sessions; the session id lives in localStorage so a reload resumes the chat.
 import { callLine, cite, markdown, sourcesOf, usageLine } from "./render.js";
 import { api, errorText, askToken, headers } from "./api.js";
+import { showArtifacts } from "./artifacts.js";
 import { showSessions } from "./sessions.js";
 import { hasRun, nest, planProgress, showPlan } from "./team.js";
 
@@ -113,36 +114,45 @@ function showUsage(usage) {
   div.title = usage.unpriced && usage.unpriced.length ? `not in the price table: ${usage.unpriced.join(", ")}` : "";
 }
 
-// What the session waits for: a question, or (kind "approval") a tool call that needs
-// a yes: Approve sends "yes", Refuse sends "no" with the composer's text as the reason.
+// What the session waits for: a question, a tool call that needs a yes (kind "approval":
+// Approve sends "yes", Refuse sends "no" with the composer's text as the reason), or a call
+// a crash left in doubt (kind "in_doubt": Retry runs it again, Skip records it as not run,
+// and a typed reply is its result), or more budget (kind "budget": Grant sends "yes").
+const CHOICES = {
+  approval: [["Approve", () => "yes"], ["Refuse", () => {
+    const why = $("input").value.trim();
+    $("input").value = "";
+    return why ? `no, ${why}` : "no";
+  }]],
+  in_doubt: [["Retry", () => "retry"], ["Skip", () => "skip"]],
+  budget: [["Grant", () => "yes"], ["Stop", () => "no"]],
+};
+const PLACEHOLDERS = {
+  approval: "A reason to refuse, or the arguments as JSON…",
+  in_doubt: "Or say what the call did…",
+  budget: "Your answer…",
+};
+
 function setPending(pending) {
   replyTo = pending ? pending.reply_to : null;
   const box = $("pending");
-  const approval = Boolean(pending && pending.kind === "approval");
+  const choices = (pending && CHOICES[pending.kind]) || [];
   box.hidden = !pending;
   box.replaceChildren();
   if (pending) {
     const text = document.createElement("span");
-    text.textContent = approval ? pending.question : `The agent asks: ${pending.question}`;
+    text.textContent = pending.kind === "question" ? `The agent asks: ${pending.question}` : pending.question;
     box.append(text);
   }
-  if (approval) {
-    const refuse = () => {
-      const why = $("input").value.trim();
-      $("input").value = "";
-      return why ? `no, ${why}` : "no";
-    };
-    for (const [label, reply] of [["Approve", () => "yes"], ["Refuse", refuse]]) {
-      const button = document.createElement("button");
-      button.type = "button";
-      button.textContent = label;
-      button.dataset.testid = label.toLowerCase();
-      button.addEventListener("click", () => { if (!busy) send(reply()); });
-      box.append(button);
-    }
+  for (const [label, reply] of choices) {
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = label;
+    button.dataset.testid = label.toLowerCase();
+    button.addEventListener("click", () => { if (!busy) send(reply()); });
+    box.append(button);
   }
-  $("input").placeholder = approval ? "A reason to refuse, or the arguments as JSON…"
-    : pending ? "Your answer…" : "Ask something…";
+  $("input").placeholder = (pending && PLACEHOLDERS[pending.kind]) || (pending ? "Your answer…" : "Ask something…");
 }
 
 function setBusy(value) {
@@ -197,6 +207,7 @@ async function load() {
     for (const event of t.events) show(event);
     if (t.status !== "waiting" && !(view.status === "running" && t === view.turns.at(-1))) showUsage(t.usage);
   }
+  await showArtifacts(session, $("log"));
   setPending(view.pending);
   showFiles(view.files);
   $("files-bar").hidden = !view.files_enabled;
@@ -281,6 +292,7 @@ function frame(block, stream) {
   if (payload.status === "cancelled") add("note", "Stopped: the turn was cancelled.", "note");
   if (payload.status !== "waiting") showUsage(payload.usage);
   if (payload.files) showFiles(payload.files);
+  showArtifacts(session, $("log"));
 }
 
 async function stop() {

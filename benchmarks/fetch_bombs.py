@@ -1,0 +1,163 @@
+"""What a compressed bomb costs the process that fetches it: peak RSS growth of a fresh
+Python process running ``reactchat.toolbox.fetch`` on each bomb a local site serves.
+
+    .venv/bin/python benchmarks/fetch_bombs.py [--mb 256]
+
+Each bomb unpacks to ``--mb`` MB of zeros: gzip, deflate (zlib-wrapped), zstd (which
+reactchat does not offer), ``gzip, gzip`` (two layers: a few KB on the wire), and a
+``gzip, gzip`` body on a 302 redirect (a redirect's body is never the page). The fetch
+runs in a child process, which reads its peak RSS (``VmHWM``) after a small warm-up fetch
+and again after the bomb; the table shows the growth and how the fetch ended.
+``tests/test_bombs.py`` serves the same bombs and asserts the growth stays under 50 MB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import json
+import os
+import subprocess
+import sys
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+#: (headers, body) of each route of the bomb site
+Routes = dict[str, tuple[dict[str, str], bytes]]
+
+_BLOCK = bytes(2**20)
+
+
+def _squeeze(compressor: Any, mb: int) -> bytes:
+    """``mb`` MB of zeros through ``compressor`` (fed a block at a time: the zeros are never whole)."""
+    parts = [compressor.compress(_BLOCK) for _ in range(mb)]
+    return b"".join([*parts, compressor.flush()])
+
+
+def gzip_bomb(mb: int) -> bytes:
+    """A gzip body that unpacks to ``mb`` MB of zeros."""
+    return _squeeze(zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS), mb)
+
+
+def deflate_bomb(mb: int) -> bytes:
+    """An HTTP ``deflate`` (zlib-wrapped) body that unpacks to ``mb`` MB of zeros."""
+    return _squeeze(zlib.compressobj(9), mb)
+
+
+def zstd_bomb(mb: int) -> bytes:
+    """A zstd body that unpacks to ``mb`` MB of zeros."""
+    import zstandard
+
+    return _squeeze(zstandard.ZstdCompressor(level=19).compressobj(), mb)
+
+
+def bomb_routes(mb: int) -> Routes:
+    """The bomb site's routes, each a bomb of ``mb`` MB, and ``/small``, a page."""
+    text = {"content-type": "text/plain"}
+    double = gzip.compress(gzip_bomb(mb), 9)
+    return {
+        "/small": (text, b"A small page about roses.\n"),
+        "/gzip": ({**text, "content-encoding": "gzip"}, gzip_bomb(mb)),
+        "/deflate": ({**text, "content-encoding": "deflate"}, deflate_bomb(mb)),
+        "/zstd": ({**text, "content-encoding": "zstd"}, zstd_bomb(mb)),
+        "/gzip-gzip": ({**text, "content-encoding": "gzip, gzip"}, double),
+        "/redirect-gzip-gzip": ({**text, "content-encoding": "gzip, gzip", "location": "/small"}, double),
+    }
+
+
+@contextmanager
+def bomb_site(routes: Routes) -> Iterator[str]:
+    """A local web site on 127.0.0.1 serving ``routes``; its base URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            headers, body = routes.get(self.path, ({"content-type": "text/plain"}, b"no such page"))
+            self.send_response(302 if "location" in headers else 200 if self.path in routes else 404)
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            with contextlib.suppress(OSError):  # the client gave up on a refused body, as it should
+                self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            pass
+
+    server = Server(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+PROBE = r"""
+import asyncio, json, sys
+from reactchat.toolbox import FetchPolicy, FetchRefused, fetch
+
+def peak_mb():
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+
+async def main(base, url):
+    policy = FetchPolicy(allow=["127.0.0.1"])
+    await fetch(base + "/small", policy)  # httpx and its lazy imports loaded before the baseline
+    before = peak_mb()
+    try:
+        page = await fetch(url, policy)
+        outcome = f"read {len(page.data)} bytes"
+    except FetchRefused as exc:
+        outcome = f"refused: {exc}"
+    print(json.dumps({"grew_mb": peak_mb() - before, "outcome": outcome}))
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def measure(base: str, route: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Fetch ``base + route`` in a fresh process: ``{"grew_mb": peak RSS growth, "outcome": ...}``."""
+    command = [sys.executable, "-c", PROBE, base, base + route]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
+    if done.returncode != 0:
+        return {"grew_mb": float("nan"), "outcome": f"the process failed ({done.returncode}): {done.stderr[-300:]}"}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+BOMBS = ["/gzip", "/deflate", "/zstd", "/gzip-gzip", "/redirect-gzip-gzip"]
+
+
+def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mb", type=int, default=256, help="MB each bomb unpacks to")
+    args = parser.parse_args(argv)
+    routes = bomb_routes(args.mb)
+    out(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    out("| bomb | bytes on the wire | unpacks to MB | peak RSS growth MB | outcome |")
+    out("|---|---:|---:|---:|---|")
+    with bomb_site(routes) as base:
+        for route in BOMBS:
+            row = measure(base, route)
+            wire = len(routes[route][1])
+            out(f"| {route[1:]} | {wire:,} | {args.mb} | {row['grew_mb']:.1f} | {row['outcome'][:90]} |")
+    out(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""Budgets that pause: ``Agent(budget=Budget(tokens=, cost=, seconds=, tool_calls=))``.
+
+A budget is per turn. What a turn has spent is folded from its events (``Spending``), the
+same way after a crash as while it runs: tokens and cost from the usage of every model
+call, seconds from the time its model and tool calls took (a turn waiting for the user
+spends none), tool calls from its actions. Sub-agents, plan steps and Reflexion trials
+record their events in the same turn, so they draw from what the turn has left: one
+``Spending`` is shared by every run of a turn.
+
+Before each model call the run checks it; a limit reached makes the turn wait
+(``pending.kind == "budget"``). ``yes`` grants as much again; anything else asks the model
+for its best answer from what it has (``stopped``, reason ``budget``). A tool call made
+once the tool-call limit is reached is not run: its observation says so, and the next
+check pauses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+from reactchat.engine.approval import is_yes
+from reactchat.engine.usage import cost
+from reactchat.errors import ConfigError
+from reactchat.messages import ActionEvent, Event, QuestionEvent, Usage, UserEvent
+
+#: the call id prefix of a budget question (``budget-1``, ``budget-2``…)
+BUDGET = "budget-"
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Limits on what one turn may spend: ``tokens`` (input plus output, every model call of the
+    turn), ``cost`` (USD, from the price table; an unpriced model under a cost limit is a
+    ``ConfigError``), ``seconds`` (time spent in model and tool calls) and ``tool_calls``."""
+
+    tokens: int | None = None
+    cost: float | None = None
+    seconds: float | None = None
+    tool_calls: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("tokens", "cost", "seconds", "tool_calls"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigError(f"Budget({name}=...) must be more than 0, not {value}")
+
+    @classmethod
+    def parse(cls, text: str) -> Budget:
+        """``tokens=20000,cost=0.1,seconds=60,tool_calls=10`` (the command line's ``--budget``)."""
+        values: dict[str, float] = {}
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            name, _, value = part.partition("=")
+            if name not in ("tokens", "cost", "seconds", "tool_calls"):
+                raise ConfigError(f"unknown budget {name!r}: use tokens=, cost=, seconds= or tool_calls=")
+            try:
+                values[name] = float(value)
+            except ValueError:
+                raise ConfigError(f"budget {name} must be a number, not {value!r}") from None
+        return cls(
+            tokens=int(values["tokens"]) if "tokens" in values else None,
+            cost=values.get("cost"),
+            seconds=values.get("seconds"),
+            tool_calls=int(values["tool_calls"]) if "tool_calls" in values else None,
+        )
+
+    def within(self, most: Budget | None) -> Budget:
+        """This budget, each limit at most ``most``'s (a server-wide maximum)."""
+        if most is None:
+            return self
+
+        def lower(mine: float | None, cap: float | None) -> float | None:
+            return cap if mine is None else mine if cap is None else min(mine, cap)
+
+        tokens, calls = lower(self.tokens, most.tokens), lower(self.tool_calls, most.tool_calls)
+        return Budget(
+            tokens=None if tokens is None else int(tokens),
+            cost=lower(self.cost, most.cost),
+            seconds=lower(self.seconds, most.seconds),
+            tool_calls=None if calls is None else int(calls),
+        )
+
+
+@dataclass
+class Spending:
+    """What one turn has spent of its ``budget``, folded from its events (``add``)."""
+
+    budget: Budget
+    tokens: int = 0
+    cost: Decimal = Decimal(0)
+    seconds: float = 0.0
+    tool_calls: int = 0
+    #: times the user granted as much again
+    grants: int = 0
+    #: the user said no to more: every run of the turn ends with its best answer
+    refused: bool = False
+    questions: int = 0
+    #: the budget question of each run that waits for its reply
+    _asked: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, budget: Budget, events: list[Event]) -> Spending:
+        """What the turn of ``events`` spent."""
+        spending = cls(budget)
+        for event in events:
+            spending.add(event)
+        return spending
+
+    def add(self, event: Event) -> None:
+        """Fold one more event of the turn."""
+        usage = getattr(event, "usage", None)
+        if usage is not None:
+            self.tokens += usage.input_tokens + usage.output_tokens
+            self.cost += cost(usage) or Decimal(0)
+        self.seconds += float(getattr(event, "seconds", 0.0) or 0.0)
+        if isinstance(event, ActionEvent):
+            self.tool_calls += 1
+        elif isinstance(event, QuestionEvent) and event.kind == "budget":
+            self.questions += 1
+            self._asked[event.run] = event.call_id
+        elif isinstance(event, UserEvent) and event.run in self._asked:
+            del self._asked[event.run]
+            if is_yes(event.text):
+                self.grants += 1
+            else:
+                self.refused = True
+
+    def over(self) -> str | None:
+        """What is spent of what, for the first limit reached (None while within every one)."""
+        times = 1 + self.grants
+        budget = self.budget
+        if budget.tokens is not None and self.tokens >= budget.tokens * times:
+            return f"{self.tokens:,} tokens of {budget.tokens * times:,}"
+        if budget.cost is not None and self.cost >= Decimal(str(budget.cost)) * times:
+            return f"${self.cost:.4f} of ${budget.cost * times:.4f}"
+        if budget.seconds is not None and self.seconds >= budget.seconds * times:
+            return f"{self.seconds:.1f} s of {budget.seconds * times:g} s"
+        if budget.tool_calls is not None and self.tool_calls >= budget.tool_calls * times:
+            return f"{self.tool_calls} tool calls of {budget.tool_calls * times}"
+        return None
+
+    def calls_left(self) -> bool:
+        """Whether one more tool call is within the tool-call limit."""
+        limit = self.budget.tool_calls
+        return limit is None or self.tool_calls <= limit * (1 + self.grants)
+
+    def question(self, spent: str) -> str:
+        """The question a run asks when a limit is reached."""
+        return (
+            f"This turn reached its budget: {spent}. Reply yes to grant as much again, "
+            "or no to get the best answer from what it has found so far."
+        )
+
+    def next_call_id(self) -> str:
+        """The call id of the next budget question of the turn."""
+        return f"{BUDGET}{self.questions + 1}"
+
+
+def check_priced(budget: Budget | None, model: str) -> None:
+    """``ConfigError`` when a cost limit cannot be kept because the model has no known price."""
+    if budget is not None and budget.cost is not None and cost(Usage(model=model)) is None:
+        raise ConfigError(
+            f"a cost budget needs prices, and the price table has none for {model!r}: "
+            "remove the cost limit or use a model the table knows"
+        )
+
+
+__all__ = ["BUDGET", "Budget", "Spending", "check_priced"]
