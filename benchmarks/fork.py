@@ -9,19 +9,23 @@ event inside the turn (the last step's observation); the figure is the wall time
 ``agent.fork``, median and p99, with no file to copy. The target is 20 ms on SQLite and
 PostgreSQL. The sessions made are deleted at the end.
 
-PostgreSQL defaults to ``$REACTCHAT_TEST_POSTGRES`` or scripts/start-postgres.sh's URL.
+PostgreSQL defaults to ``$REACTCHAT_TEST_POSTGRES`` or scripts/start-postgres.sh's URL; the
+benchmark works in a schema of its own there, dropped at the end.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +69,22 @@ async def bench(url: str, events: int, forks: int) -> dict[str, Any]:
         await store.close()
 
 
+@contextlib.contextmanager
+def private_schema(url: str) -> Iterator[str]:
+    """``url`` with a schema of its own (dropped at the end): the benchmark's tables and
+    migrations leave the database as they found it."""
+    import psycopg
+
+    schema = f"bench_fork_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
+
+
 async def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     default_pg = os.environ.get("REACTCHAT_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:55432/reactchat_test")
@@ -74,8 +94,8 @@ async def main() -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory() as folder:
-        stores = {"memory": "memory:", "sqlite": f"sqlite:///{folder}/fork.db", "postgres": args.postgres}
+    with tempfile.TemporaryDirectory() as folder, private_schema(args.postgres) as postgres:
+        stores = {"memory": "memory:", "sqlite": f"sqlite:///{folder}/fork.db", "postgres": postgres}
         for name, url in stores.items():
             results[name] = await bench(url, args.events, args.forks)
             figure = results[name]

@@ -447,11 +447,12 @@ class PostgresStore:
                 raise SessionNotFound(session_id)
             stop = fork_point(session_id, before, found[0])
             now = time.time()
-            await db.execute(_FORK_SESSION, (new_id, now, now, session_id, stop))
-            # copied by the server, each body's head rewritten (one statement, not a row each)
             heads = {"new": new_id, "old": session_id, "stop": stop, "head": rebase.head, "new_head": rebase.new_head}
-            await db.execute(_FORK_COPY, heads)
-            cursor = await db.execute(_FORK_OTHERS, heads)  # a body written otherwise: rewritten here
+            async with db.pipeline():  # one round trip for the three
+                await db.execute(_FORK_SESSION, (new_id, now, now, session_id, stop))
+                # copied by the server, each body's head rewritten (one statement, not a row each)
+                await db.execute(_FORK_COPY, heads)
+                cursor = await db.execute(_FORK_OTHERS, heads)  # a body written otherwise: rewritten here
             rows = [
                 (new_id, seq, turn, step, kind, at, rebase(seq, body))
                 for seq, turn, step, kind, at, body in await cursor.fetchall()
