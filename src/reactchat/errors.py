@@ -65,6 +65,20 @@ class NothingToRun(ReactchatError, ValueError):
         self.session = session
 
 
+class NoSuchEvent(ReactchatError, LookupError):
+    """A fork point (``before=``) that is not the place of an event of the session."""
+
+    def __init__(self, session: str, seq: int, last: int) -> None:
+        where = f"its events are 1 to {last}" if last else "it has no events yet"
+        super().__init__(
+            f"session {session} has no event {seq} to fork before ({where}); give the seq of an event "
+            "(reactchat show ID --json lists them), or no seq to copy the whole session"
+        )
+        self.session = session
+        self.seq = seq
+        self.last = last
+
+
 class TurnFailed(ReactchatError):
     """A turn ended without an answer (its model failed, or it was cut off); it stays open.
 
@@ -102,6 +116,7 @@ __all__ = [
     "ConfigError",
     "DiskFull",
     "InsideEventLoop",
+    "NoSuchEvent",
     "NothingToRun",
     "ReactchatError",
     "SessionBusy",

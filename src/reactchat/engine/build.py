@@ -9,6 +9,7 @@ from typing import Any
 
 from reactchat.engine.approval import Policy, either
 from reactchat.engine.budget import Spending, check_priced
+from reactchat.engine.forks import ForkLookup
 from reactchat.engine.guards import RepeatGuard
 from reactchat.engine.loop import Loop, Runners
 from reactchat.engine.output import Output
@@ -98,6 +99,7 @@ async def make_loop(
         context_chars=context,
         repeats=RepeatGuard(agent.max_repeats),
         runners=runners,
+        forks=ForkLookup(store, session, path),
         agent=path,
         run=run,
         deps=agent.deps,

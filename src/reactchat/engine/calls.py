@@ -16,6 +16,7 @@ from typing import Any
 from reactchat.engine import approval
 from reactchat.engine.approval import Policy
 from reactchat.engine.budget import Spending
+from reactchat.engine.forks import ForkLookup
 from reactchat.engine.guards import RepeatGuard, truncate, unknown_tool
 from reactchat.engine.tracing import TurnTrace
 from reactchat.messages import Event, ObservationEvent, QuestionEvent, StartedEvent
@@ -51,6 +52,7 @@ class Calls:
     deps: Any
     services: dict[str, Any]
     message: str
+    forks: ForkLookup
     #: what the turn has spent of its budget (shared by every run of the turn), if it has one
     spending: Spending | None
 
@@ -188,8 +190,12 @@ class Calls:
         name = call.tool
         if self.spending is not None and not self.spending.calls_left():
             return ToolResult(SPENT, is_error=True)
-        if not approved and self.needs_approval(tool, arguments):
+        fork = await self.forks.memory()  # a forked session reuses or asks (engine/forks.py)
+        if not approved and (self.needs_approval(tool, arguments) or fork.must_approve(tool, arguments)):
             raise PauseForUser(approval.question(name, arguments, self.agent), kind="approval")
+        if (reused := fork.reused(tool, arguments)) is not None:
+            self.repeats.remember(key, reused)
+            return ToolResult(reused)
         context = self.context(call.call_id) if tool.context_params else None
         with self.trace.tool(name, call.call_id, arguments) as span:
             try:

@@ -22,6 +22,7 @@ from reactchat.engine import approval
 from reactchat.engine.approval import Policy
 from reactchat.engine.budget import Spending
 from reactchat.engine.calls import ONE_QUESTION
+from reactchat.engine.forks import ForkLookup
 from reactchat.engine.guards import RepeatGuard
 from reactchat.engine.output import Output, OutputInvalid
 from reactchat.engine.recovery import Recovery
@@ -104,6 +105,8 @@ class Loop(Recovery):
     repeats: RepeatGuard
     #: what runs the nested runs this one starts (a sub-agent's, a plan step's)
     runners: Runners
+    #: in a forked session, the original's calls to reuse or to approve again (``engine/forks.py``)
+    forks: ForkLookup
     agent: str = ""
     run: str = ""
     deps: Any = None

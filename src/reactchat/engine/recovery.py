@@ -149,7 +149,8 @@ class Recovery(Calls):
         if tool is None:
             yield await self.observe(call, ToolResult(INTERRUPTED, is_error=True), interrupted=True)
             return
-        if tool.effect == "unsafe":
+        cut = (await self.forks.memory()).cut(self.run, call.call_id)  # never ran in this fork: not in doubt
+        if tool.effect == "unsafe" and not cut:
             result = await self.reconciled(tool, call)
             if result is not None:
                 yield await self.observe(call, ToolResult(result))
