@@ -131,12 +131,14 @@ def _describe(event: Event, strict: bool) -> str | None:
         return f"answer ({event.status}{', ' + event.reason if event.reason else ''}): {event.text}"
     if isinstance(event, QuestionEvent):
         return f"waits for {event.kind}: {event.question}" if strict else f"waits for {event.kind}"
+    if isinstance(event, ObservationEvent):
+        # a recorded result served again fails only if today's tool refuses the call
+        result = f"result of {event.tool}{' (error)' if event.is_error else ''}"
+        return f"{result}: {event.text}" if strict else result
     if not strict:
         return None
     if isinstance(event, ThoughtEvent):
         return f"thought: {event.text}"
-    if isinstance(event, ObservationEvent):
-        return f"observation of {event.tool}{' (error)' if event.is_error else ''}: {event.text}"
     if isinstance(event, PlanEvent):
         steps = json.dumps([s.model_dump() for s in event.steps], ensure_ascii=False)
         return f"plan {event.version} ({event.decision}): {steps}"
