@@ -84,7 +84,7 @@ async def test_round_trip_with_plan_trials_nested_runs_files_and_artifacts(store
     assert {e.agent for e in await store.events(new)} >= {"boss/step 1/helper", "checker/trial 1"}
     (copied,) = await files.files(new)
     assert (copied.name, await files.data(new, copied.id)) == ("notes.txt", b"The sky is green on Tuesdays.")
-    assert [h.text for h in await files.search(new, "sky green")][0].startswith("The sky is green")
+    assert next(h.text for h in await files.search(new, "sky green")).startswith("The sky is green")
     artifact = await store.artifact(new, "plot.png")  # type: ignore[attr-defined]
     assert (artifact.data, artifact.at) == (b"\x89PNG\r\n\x1a\nxyz", 12.5)
     # the imported session is a session like any other: its state reads the same
@@ -96,9 +96,9 @@ async def test_round_trip_with_plan_trials_nested_runs_files_and_artifacts(store
 @pytest.mark.parametrize(
     ("change", "line", "problem"),
     [
-        (lambda ls: ls[:2] + ["{not json"] + ls[3:], 3, "not JSON"),
-        (lambda ls: ls[:2] + ['{"type": "thought"}'] + ls[3:], 3, "not an event"),
-        (lambda ls: ls[:3] + ['{"type": "answer", "text": 5}'] + ls[4:], 4, "not an event"),
+        (lambda ls: [*ls[:2], "{not json", *ls[3:]], 3, "not JSON"),
+        (lambda ls: [*ls[:2], '{"type": "thought"}', *ls[3:]], 3, "not an event"),
+        (lambda ls: [*ls[:3], '{"type": "answer", "text": 5}', *ls[4:]], 4, "not an event"),
         (lambda ls: ['{"format": "other"}', *ls[1:]], 1, "not an exported session"),
         (lambda ls: [ls[0].replace('"version": 1', '"version": 99'), *ls[1:]], 1, "version 99"),
         (lambda ls: ls[:-1], 1, "the header counts"),

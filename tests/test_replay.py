@@ -101,7 +101,7 @@ async def test_a_lower_step_limit_diverges_where_the_turn_now_stops() -> None:
         await replay(today(store=agent.store, max_steps=2), session)
     message = str(caught.value)
     assert message.startswith("replay diverged at turn 1, step 3")
-    assert "expected: call add {\"a\": 1, \"b\": 2} [reactchat]" in message
+    assert 'expected: call add {"a": 1, "b": 2} [reactchat]' in message
     assert "got:      answer (stopped, max_steps)" in message
 
 
@@ -119,8 +119,10 @@ async def test_native_sub_agent_plan_and_reflexion_sessions_replay() -> None:
         return Agent(model=model, tools=[helper], name="boss", **options)  # type: ignore[arg-type]
 
     helper_replies = ['Action: add\nAction Input: {"a": 1, "b": 2}', "Final Answer: 3"]
-    boss = team(ScriptedModel(['Action: helper\nAction Input: {"task": "add 1 2"}', "Final Answer: 3"]),
-                ScriptedModel(helper_replies))
+    boss = team(
+        ScriptedModel(['Action: helper\nAction Input: {"task": "add 1 2"}', "Final Answer: 3"]),
+        ScriptedModel(helper_replies),
+    )
     session = (await boss.arun("1 + 2?")).session
     await replay(team(ScriptedModel([]), ScriptedModel([]), store=boss.store), session, strict=True)
 

@@ -116,8 +116,8 @@ class Diverged(ReactchatError, AssertionError):
 __all__ = [
     "AlreadyAnswered",
     "ConfigError",
-    "Diverged",
     "DiskFull",
+    "Diverged",
     "InsideEventLoop",
     "NothingToRun",
     "ReactchatError",

@@ -42,7 +42,7 @@ from reactchat.store import default_db, store_url
 
 EXIT_WAITING = 3
 #: the verbs of cli/record.py, by name, filled in when the parser is made
-RECORDED: dict[str, Any] = {}
+RECORDED: dict[str, record.Verb] = {}
 EXIT_STOPPED = 4
 
 

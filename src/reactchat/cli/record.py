@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TextIO
 
 from reactchat.errors import Diverged
 from reactchat.store import store_url
 
-Verb = Callable[[argparse.Namespace, TextIO, TextIO], Any]
+Verb = Callable[[argparse.Namespace, TextIO, TextIO], Coroutine[Any, Any, int]]
 
 
 def add_parsers(commands: Any, database: Callable[[argparse.ArgumentParser], None]) -> dict[str, Verb]:
