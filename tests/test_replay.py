@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import BaseModel
 
 from reactchat import Agent, Reflexion, tool
 from reactchat.errors import ReactchatError
@@ -169,3 +170,39 @@ def test_the_replay_command_exits_0_as_recorded_and_1_on_a_divergence(tmp_path: 
     assert "expected: result of add [reactchat]" in failed.stdout and "got:      result of add (error)" in failed.stdout
     with_tools = run_command("replay", session, "--db", str(db), "--tools", "test_replay:add")
     assert with_tools.returncode == 0, with_tools.stdout + with_tools.stderr
+
+
+class Price(BaseModel):
+    """A typed answer."""
+
+    euros: float
+
+
+async def test_a_refused_approval_a_format_correction_and_a_typed_answer_replay() -> None:
+    replies = ["I will just chat.", 'Thought: Pay.\nAction: pay\nAction Input: {"amount": 3}', "Final Answer: not paid"]
+    agent = Agent(model=ScriptedModel(replies), tools=[add, pay])
+    result = await agent.arun("Pay 3.")
+    result = await agent.arun("no, too much", result.session)
+    assert (result.status, result.answer) == ("done", "not paid")
+    CALLS.clear()
+    assert (await replay(today(store=agent.store), result.session, strict=True)).model_calls == 3
+    assert CALLS == []  # refused then, refused now: pay never ran
+
+    typed = Agent(model=ScriptedModel(["Final Answer: cheap", 'Final Answer: {"euros": 3.5}']), output_type=Price)
+    session = (await typed.arun("Price?")).session
+    await replay(Agent(model=ScriptedModel([]), output_type=Price, store=typed.store), session, strict=True)
+    # today's agent takes any text: the recorded correction is never asked for
+    with pytest.raises(Diverged) as caught:
+        await replay(Agent(model=ScriptedModel([]), store=typed.store), session)
+    assert 'expected: answer (done): {"euros":3.5} [reactchat]' in str(caught.value)
+    assert "got:      answer (done): cheap [reactchat]" in str(caught.value)
+
+
+async def test_a_model_asked_more_than_recorded_is_a_divergence() -> None:
+    """Today's agent refuses the recorded answer: it asks the model again, which the record cannot serve."""
+    plain = Agent(model=ScriptedModel(["Final Answer: cheap"]), ask_user=False)
+    session = (await plain.arun("Price?")).session
+    with pytest.raises(Diverged) as caught:
+        await replay(Agent(model=ScriptedModel([]), ask_user=False, output_type=Price, store=plain.store), session)
+    assert "expected: answer (done): cheap [reactchat]" in str(caught.value)
+    assert "got:      a further model call, which the record does not have" in str(caught.value)

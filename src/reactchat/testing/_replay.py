@@ -88,8 +88,10 @@ async def replay(agent: Agent, source: str | Path | Record, *, strict: bool = Fa
             try:
                 result = await clone.arun(event.text, session)
             except Diverged:
-                if session is not None:  # an earlier difference explains it better
-                    _compare(expected[:window], decisions(await store.events(session), strict))
+                # the model was asked once too often: the first difference before that explains it
+                for held in await store.list_sessions(limit=1):
+                    got = decisions(await store.events(held), strict)
+                    _compare(expected[:window], got, missing="a further model call, which the record does not have")
                 raise
             session = result.session
             _compare(expected[:window], decisions(await store.events(session), strict))
@@ -150,7 +152,9 @@ def _describe(event: Event, strict: bool) -> str | None:
     return None
 
 
-def _compare(expected: list[Decision], got: list[Decision]) -> None:
+def _compare(
+    expected: list[Decision], got: list[Decision], missing: str = "nothing (the turn ended or waited before it)"
+) -> None:
     """``Diverged`` at the first decision that differs (or is missing, or is one too many)."""
     for i in range(max(len(expected), len(got))):
         want = expected[i] if i < len(expected) else None
@@ -163,7 +167,7 @@ def _compare(expected: list[Decision], got: list[Decision]) -> None:
             at.step,
             at.agent,
             _said(want) if want else "nothing more (the turn ended here)",
-            _said(have) if have else "nothing (the turn ended or waited before it)",
+            _said(have) if have else missing,
         )
 
 
