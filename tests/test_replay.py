@@ -170,6 +170,17 @@ def test_the_replay_command_exits_0_as_recorded_and_1_on_a_divergence(tmp_path: 
     assert "expected: result of add [reactchat]" in failed.stdout and "got:      result of add (error)" in failed.stdout
     with_tools = run_command("replay", session, "--db", str(db), "--tools", "test_replay:add")
     assert with_tools.returncode == 0, with_tools.stdout + with_tools.stderr
+    # from an exported file, with no database at all
+    exported = tmp_path / "s.jsonl"
+    exported.write_text(run_command("export", session, "--db", str(db)).stdout)
+    unused = tmp_path / "none" / "s.db"
+    from_file = run_command("replay", str(exported), "--db", str(unused), "--tools", "test_replay:add")
+    assert from_file.returncode == 0, from_file.stdout + from_file.stderr
+    assert not unused.exists()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(exported.read_text().replace('"type":"action"', '"type":"act"'))
+    refused = run_command("replay", str(bad), "--db", str(db))
+    assert refused.returncode == 1 and "line 4: not an event" in refused.stderr
 
 
 class Price(BaseModel):

@@ -82,6 +82,7 @@ async def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from reactchat.agent import Agent
     from reactchat.cli.tool_refs import close_tools, configured_tools
     from reactchat.testing import replay
+    from reactchat.testing._replay import is_file
     from reactchat.toolbox import calculator
 
     tools = [calculator, *configured_tools(args.tools, None)]
@@ -101,6 +102,7 @@ async def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 1
     finally:
         await close_tools(agent.toolsets)
-        await agent.store.close()
+        if not is_file(args.source):  # a file's replay never opened the store
+            await agent.store.close()
     print(f"replayed {done.messages} messages, {done.model_calls} model calls: as recorded", file=out)
     return 0

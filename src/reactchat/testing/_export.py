@@ -186,7 +186,8 @@ async def import_record(store: Store, record: Record, knowledge: Any = None, ses
     and artifacts) and return the new id; if a file is refused, the new session is deleted."""
     new = await store.create_session(session)
     try:
-        await store.append(*_moved(record.events, new))
+        if record.events:
+            await store.append(*_moved(record.events, new))
         for file in record.files:
             if knowledge is None:
                 raise ReactchatError(f"the session has uploaded files ({file.name}) but this store keeps none")

@@ -55,13 +55,17 @@ async def load(source: str | Path | Record, store: Store | None = None) -> Recor
     """The record to replay: an exported file's path, or a session id in ``store``."""
     if isinstance(source, Record):
         return source
-    path = Path(source)
-    if isinstance(source, Path) or path.suffix == ".jsonl" or path.is_file():
-        with path.open(encoding="utf-8") as file:
+    if is_file(source):
+        with Path(source).open(encoding="utf-8") as file:
             return read_record(file)
     if store is None:
         raise ValueError(f"{source!r} is not a file: give the store that holds session {source}")
     return Record(str(source), await store.events(str(source)))
+
+
+def is_file(source: str | Path) -> bool:
+    """Whether ``source`` names an exported file rather than a session id."""
+    return isinstance(source, Path) or source.endswith(".jsonl") or Path(source).is_file()
 
 
 async def replay(agent: Agent, source: str | Path | Record, *, strict: bool = False) -> Replayed:
@@ -72,7 +76,8 @@ async def replay(agent: Agent, source: str | Path | Record, *, strict: bool = Fa
     ``strict`` compares the thoughts, observations, questions, plans, trials and corrections
     too, and that every recorded model reply was asked for (the store keeps replies, not
     prompts: the prompts themselves cannot be compared)."""
-    record = await load(source, agent.store)
+    # a file is read without opening the agent's store
+    record = await load(source, None if isinstance(source, Record) or is_file(source) else agent.store)
     model = ReplayModel(recorded_replies(record.events))
     store = resolve_store("memory:")
     clone = _replaying(agent, model, RecordedResults(record.events), store)
