@@ -111,10 +111,27 @@ class InsideEventLoop(ReactchatError, RuntimeError):
         super().__init__("Agent.run() cannot be called inside a running event loop: use 'await agent.arun(...)'")
 
 
+class Diverged(ReactchatError, AssertionError):
+    """A replayed session did something other than its record: the first difference, where
+    it happened (turn, step, agent) and what was expected and got instead."""
+
+    def __init__(self, turn: int, step: int, agent: str, expected: str, got: str) -> None:
+        super().__init__(
+            f"replay diverged at turn {turn}, step {step} (agent {agent or '?'}):\n"
+            f"  expected: {expected}\n  got:      {got}"
+        )
+        self.turn = turn
+        self.step = step
+        self.agent = agent
+        self.expected = expected
+        self.got = got
+
+
 __all__ = [
     "AlreadyAnswered",
     "ConfigError",
     "DiskFull",
+    "Diverged",
     "InsideEventLoop",
     "NoSuchEvent",
     "NothingToRun",

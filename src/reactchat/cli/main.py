@@ -1,4 +1,5 @@
-"""The ``reactchat`` command: ``ask``, ``chat``, ``sessions``, ``show``, ``fork``, ``serve`` and ``mcp``.
+"""The ``reactchat`` command: ``ask``, ``chat``, ``sessions``, ``show``, ``fork``, ``serve``, ``mcp``,
+and ``export``, ``import`` and ``replay`` (cli/record.py).
 
 Exit status of ``reactchat ask``: 0 answered, 3 waiting for the user's answer (the
 question and the session id are printed; ``reactchat ask --session ID "reply"``
@@ -19,6 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar, TextIO
 
+from reactchat.cli import record
 from reactchat.cli.retention import days
 from reactchat.cli.tool_refs import close_tools
 from reactchat.engine.budget import Budget
@@ -39,6 +41,8 @@ from reactchat.orchestration.plan import checklist
 from reactchat.store import default_db, store_url
 
 EXIT_WAITING = 3
+#: the verbs of cli/record.py, by name, filled in when the parser is made
+RECORDED: dict[str, record.Verb] = {}
 EXIT_STOPPED = 4
 
 
@@ -467,6 +471,7 @@ def parser() -> argparse.ArgumentParser:
     )
     for p in (sessions, show, fork):
         database(p)
+    RECORDED.update(record.add_parsers(commands, database))  # export, import, replay
     serve = commands.add_parser("serve", help="HTTP API and web chat page")
     common(serve)
     serve.add_argument("--host", default="127.0.0.1")
@@ -500,7 +505,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
-        verbs = {"ask": _ask, "chat": _chat, "mcp": _mcp, "sessions": _sessions, "show": _show, "fork": _fork}
+        verbs = {
+            "ask": _ask,
+            "chat": _chat,
+            "mcp": _mcp,
+            "sessions": _sessions,
+            "show": _show,
+            "fork": _fork,
+            **RECORDED,
+        }
         runner = verbs[args.command]
         return asyncio.run(runner(args, sys.stdout, sys.stderr))
     except KeyboardInterrupt:  # Ctrl-C: asyncio.run cancelled the turn, which recorded it as cancelled
