@@ -18,9 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from importlib import resources
 from importlib.util import find_spec
 from typing import Any
@@ -48,6 +46,7 @@ from reactchat.server._fork import fork_routes
 from reactchat.server._guard import USER, Guard, Rate, owner
 from reactchat.server._lean import shortcut
 from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, Body, error, errors, streamed
+from reactchat.server._server import Server
 from reactchat.server._takeover import follow_routes, stop, watch_abandoned
 from reactchat.server._turns import Turns, TurnStream, failure_event, pending_view, sse, summary
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
@@ -105,46 +104,6 @@ class BudgetIn(Body):
     def limits(self, most: Budget | None) -> Budget:
         """These limits, held within the server's ``most``."""
         return Budget(self.tokens, self.cost, self.seconds, self.tool_calls).within(most)
-
-
-@dataclass
-class Server:
-    """What the routes share."""
-
-    config: ServerConfig
-    agent: Agent
-    store: Store
-    turns: Turns
-    files: Files | None
-    #: new sessions per client (see ``ServerConfig.max_new_sessions``)
-    new_sessions: Rate
-
-    def caller(self, request: Request) -> str:
-        """Who is calling: the user name under per-user tokens, else the client's address."""
-        user: str = getattr(request.state, USER, "")
-        if user:
-            return user
-        return request.client.host if request.client else ""
-
-    def scoped(self, request: Request, session: str | None) -> str | None:
-        """A session id in the caller's namespace: under per-user tokens ``alice`` asking for
-        ``notes`` gets ``alice:notes`` (an id already starting with ``alice:`` is kept)."""
-        user: str = getattr(request.state, USER, "")
-        if not user or session is None or owner(session) == user:
-            return session
-        return f"{user}:{session}"
-
-    async def create_session(self, request: Request, session: str | None = None) -> str:
-        """Create a session for the caller, within the caller's rate of new sessions (else a 429)."""
-        wait = self.new_sessions.take(self.caller(request))
-        if wait is not None:
-            raise HTTPException(
-                429, "too many new sessions from this client: retry later", headers={"Retry-After": f"{wait:.0f}"}
-            )
-        user: str = getattr(request.state, USER, "")
-        if user and session is None:
-            session = f"{user}:{uuid.uuid4().hex}"
-        return await self.store.create_session(session)
 
 
 def create_app(

@@ -23,7 +23,7 @@ from reactchat.store import SessionNotFound
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent
-    from reactchat.server._app import Server
+    from reactchat.server._server import Server
 
 log = logging.getLogger("reactchat.server")
 

@@ -21,7 +21,7 @@ from reactchat.server._guard import USER
 from reactchat.server._schema import GUARDED, Body, error, errors
 
 if TYPE_CHECKING:
-    from reactchat.server._app import Server
+    from reactchat.server._server import Server
 
 
 class ForkIn(Body):

@@ -77,7 +77,7 @@ from reactchat.server._schema import GUARDED, HAS_USER_TEXT, SESSION_ID, SESSION
 from reactchat.server._turns import KEEPALIVE, Delta, Last, TurnFeed, TurnStream, failure_event, summary
 
 if TYPE_CHECKING:
-    from reactchat.server._app import Server
+    from reactchat.server._server import Server
 
 #: how far back to look for the question a message answers (question/answer pairs)
 MAX_QUESTIONS = 20
