@@ -66,6 +66,14 @@ function answer(event) {
 
 function firstLine(text) { return text.split("\n")[0]; }
 
+// A reply that could not be read: what the model wrote is the first thing to look at.
+function formatError(event) {
+  const raw = event.raw.split(/\s+/).join(" ").trim();
+  const shown = raw.length > 200 ? `${raw.slice(0, 199)}…` : raw;
+  const title = `Format error, correction sent${shown ? ` — the model wrote: ${shown}` : ""}`;
+  step(title, `${event.message}${event.raw ? `\n\nThe model wrote:\n${event.raw}` : ""}`);
+}
+
 // One stored or streamed event on the page.
 function show(event) {
   const pending = $("live");
@@ -98,7 +106,7 @@ function show(event) {
       if (event.status === "stopped") add("note", `The agent was stopped (${event.reason}): this is its best answer so far.`, "note");
       break;
     case "error":
-      if (event.kind === "format" || event.kind === "output") step("Format correction", event.message);
+      if (event.kind === "format" || event.kind === "output") formatError(event);
       else add("error", event.message, "error");
       break;
   }
