@@ -5,6 +5,7 @@ import { api, errorText, askToken, headers } from "./api.js";
 import { showArtifacts } from "./artifacts.js";
 import { showSessions } from "./sessions.js";
 import { hasRun, nest, planProgress, showPlan } from "./team.js";
+import { answerActions, dropFiles, forPeople, userActions, welcome } from "./people.js";
 
 const $ = (id) => document.getElementById(id);
 const KEY = "reactchat.session";
@@ -12,7 +13,7 @@ let session = localStorage.getItem(KEY);
 let replyTo = null;   // call_id of the question the next message answers
 let busy = false;
 // the turn being shown: the passages its tools returned, for the answer's citations
-let turn = { index: 0, sources: [] };
+let turn = { index: 0, sources: [], question: "" };
 
 function setStatus(text) { $("status").textContent = text; }
 
@@ -61,7 +62,15 @@ function answer(event) {
   const footnotes = cite(div, turn.sources);
   if (footnotes) div.append(footnotes);
   $("log").append(div);
+  const asked = turn.question;
+  answerActions(div, event.text, asked ? () => { if (!busy) send(asked); } : null);
   div.scrollIntoView({ block: "end" });
+}
+
+// Edit: the message goes back to the composer, to be changed and sent as a new turn.
+function edit(text) {
+  $("input").value = text;
+  $("input").focus();
 }
 
 function firstLine(text) { return text.split("\n")[0]; }
@@ -78,12 +87,15 @@ function formatError(event) {
 function show(event) {
   const pending = $("live");
   if (pending) pending.remove();
-  if (event.turn !== turn.index) turn = { index: event.turn, sources: [] };
+  if (event.turn !== turn.index) turn = { index: event.turn, sources: [], question: "" };
   const mark = $("log").lastElementChild;  // what follows it is this event's: nest() moves it
   switch (event.type) {
     case "user":
       if (event.run && !hasRun($("log"), event.run)) step(`Task: ${firstLine(event.text)}`, event.text);  // a sub-agent's
-      else add("user", event.text, "user");
+      else {
+        const div = add("user", event.text, "user");
+        if (!event.step) { turn.question = event.text; userActions(div, event.text, edit); }
+      }
       break;
     case "plan": showPlan($("log"), event); break;
     case "thought": if (event.text) step(`Thought: ${firstLine(event.text)}`, event.text); break;
@@ -95,7 +107,7 @@ function show(event) {
     case "observation":
       if (event.tool === "ask_user") break;
       turn.sources.push(...sourcesOf(event.text));
-      step(`Observation${event.is_error ? " (error)" : ""}: ${event.tool} → ${firstLine(event.text)}`, event.text);
+      step(`Observation${event.is_error ? " (error)" : ""}: ${event.tool} → ${firstLine(forPeople(event.text))}`, forPeople(event.text));
       break;
     case "question": add("question", event.question, "question"); break;
     case "answer":
@@ -188,12 +200,13 @@ async function newSession() {
   setPending(null);
   showFiles([]);
   setStatus("");
+  await load();  // the first view: what the agent can do
 }
 
 function open(id) {
   session = id;
   localStorage.setItem(KEY, session);
-  turn = { index: 0, sources: [] };
+  turn = { index: 0, sources: [], question: "" };
 }
 
 const STATUS = {
@@ -210,7 +223,8 @@ async function load() {
   if (!response.ok) return setStatus(await errorText(response));
   const view = await response.json();
   $("log").replaceChildren();
-  turn = { index: 0, sources: [] };
+  turn = { index: 0, sources: [], question: "" };
+  if (!view.turns.length) welcome($("log"), view, (prompt) => { if (!busy) send(prompt); });
   for (const t of view.turns) {
     for (const event of t.events) show(event);
     if (t.status !== "waiting" && !(view.status === "running" && t === view.turns.at(-1))) showUsage(t.usage);
@@ -230,6 +244,8 @@ let sending = false;
 // its end (a worker died, the network dropped), follow the session from the last event
 // seen (Last-Event-ID): the server that takes the turn over sends the rest, once each.
 async function send(text) {
+  const first = document.querySelector("[data-testid=welcome]");
+  if (first) first.remove();
   sending = true;
   setBusy(true);
   setStatus(STATUS.running);
@@ -339,7 +355,8 @@ function upload(file) {
     if (kind === "file") {
       finished = true;
       bar.value = 100;
-      note.textContent = `${data.file.name}: ${data.file.chunks} passages, ${data.file.rounds_left} rounds left`;
+      // the rounds left are on the file's chip, which counts down: the note stays true
+      note.textContent = `${data.file.name}: read, ${data.file.chunks} passages`;
       showFiles(data.files);
     }
   };
@@ -382,6 +399,8 @@ $("input").addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
 });
 $("stop").addEventListener("click", () => stop());
+$("pick").addEventListener("click", () => $("file").click());
+dropFiles(async (file) => { await ready; upload(file); });
 $("file").addEventListener("change", async () => {
   const file = $("file").files[0];
   $("file").value = "";
