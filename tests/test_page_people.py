@@ -189,3 +189,14 @@ def test_an_unreadable_reply_is_shown_beside_its_correction(browser: Browser, ba
     shoot(page, "format-error")
     context.close()
     assert not errors
+
+
+def test_the_usage_line_is_the_same_live_and_after_a_reload(page: Page) -> None:
+    send(page, "how far is Paris?")
+    expect(page.get_by_test_id("question")).to_have_text("Where are you?")
+    send(page, "Lyon")
+    expect(page.get_by_test_id("answer")).to_contain_text("Paris is 400 km away")
+    live = page.get_by_test_id("turn-usage").all_inner_texts()
+    page.reload()
+    expect(page.get_by_test_id("answer")).to_contain_text("Paris is 400 km away")
+    assert page.get_by_test_id("turn-usage").all_inner_texts() == live

@@ -126,6 +126,14 @@ function show(event) {
   planProgress($("log"), event);
 }
 
+// A turn that waited for the user ran in several requests, and the end of a stream counts
+// only its own: the whole turn's usage comes from the session, as after a reload.
+async function turnUsage(fallback) {
+  const response = await api("GET", `/v1/sessions/${encodeURIComponent(session)}`).catch(() => null);
+  const view = response && response.ok ? await response.json() : null;
+  showUsage(view && view.turns.length ? view.turns.at(-1).usage : fallback);
+}
+
 // Tokens, time and cost of a finished turn, under its answer.
 function showUsage(usage) {
   const line = usageLine(usage);
@@ -270,6 +278,7 @@ async function send(text) {
       if (follow && follow.ok) await readStream(follow, stream).catch(() => {});
     }
     if (!stream.ended) add("error", "Connection lost. Reload to see where the agent is.", "error");
+    else if (stream.usage) await turnUsage(stream.usage);
   } catch (error) {
     add("error", `Connection lost: ${error}. Reload to see where the agent is.`, "error");
   } finally {
@@ -314,7 +323,7 @@ function frame(block, stream) {
   setPending(payload.status === "waiting" ? payload.pending : null);
   // the run records a cancelled turn after its stream was cut: the note comes from here
   if (payload.status === "cancelled") add("note", "Stopped: the turn was cancelled.", "note");
-  if (payload.status !== "waiting") showUsage(payload.usage);
+  if (payload.status !== "waiting") stream.usage = payload.usage;  // shown once the stream is over
   if (payload.files) showFiles(payload.files);
   showArtifacts(session, $("log"));
 }
