@@ -3,6 +3,7 @@
 POST   /v1/sessions                    → {"session": id}
 POST   /v1/sessions/{id}/messages      → SSE: one frame per event, then ``end``
 POST   /v1/sessions/{id}/cancel        → stops the running turn, on any worker (see ``_cancel``)
+POST   /v1/sessions/{id}/fork          → a new session from its events before a seq (see ``_fork``)
 GET    /v1/sessions                    → the newest sessions, summarised (``?limit=``)
 GET    /v1/sessions/{id}               → turns (with usage), status, pending question, files
 GET    /v1/sessions/{id}/events        → SSE from ``Last-Event-ID`` on (see ``_takeover``)
@@ -33,7 +34,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 from reactchat.agent import Agent
-from reactchat.cli.report import turn_view
+from reactchat.cli.report import forked_from, turn_view
 from reactchat.cli.retention import expire_sessions
 from reactchat.cli.tool_refs import close_tools, offered_tools
 from reactchat.engine.budget import Budget
@@ -43,6 +44,7 @@ from reactchat.server._artifacts import artifact_routes
 from reactchat.server._cancel import cancel_routes, watch_cancels
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
+from reactchat.server._fork import fork_routes
 from reactchat.server._guard import USER, Guard, Rate, owner
 from reactchat.server._lean import shortcut
 from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, Body, error, errors, streamed
@@ -368,6 +370,7 @@ def _session_routes(app: FastAPI, server: Server) -> None:
     file_routes(app, server)
     follow_routes(app, server)
     cancel_routes(app, server)
+    fork_routes(app, server)
 
 
 async def session_view(server: Server, session: str) -> dict[str, Any]:
@@ -386,6 +389,7 @@ async def session_view(server: Server, session: str) -> dict[str, Any]:
         "files_enabled": server.files is not None,
         # the page's first view says what the agent can do
         "tools": [{"name": t.name, "description": t.description} for t in server.agent.tools],
+        "forked_from": forked_from(await server.store.origin(session)),
     }
 
 
