@@ -155,17 +155,29 @@ def test_copy_an_answer_and_its_code(page: Page) -> None:
     shoot(page, "copy")
 
 
-def test_edit_and_regenerate_start_a_new_turn(page: Page) -> None:
+def test_regenerate_and_edit_answer_again_in_a_fork_of_the_session(page: Page) -> None:
     send(page, "compute 6 * 7")
     expect(page.get_by_test_id("answer")).to_have_text("42")
-    page.get_by_test_id("regenerate").click()
+    send(page, "compute 2 * 2")
     expect(page.get_by_test_id("answer")).to_have_count(2)
-    expect(page.get_by_test_id("user")).to_have_text(["compute 6 * 7", "compute 6 * 7"])
+    original = page.evaluate("localStorage.getItem('reactchat.session')")
+    page.get_by_test_id("regenerate").last.click()  # the second turn, answered again in a fork
+    expect(page.get_by_test_id("status")).to_have_text("")
+    expect(page.get_by_test_id("answer")).to_have_text(["42", "4"])
+    expect(page.get_by_test_id("user")).to_have_text(["compute 6 * 7", "compute 2 * 2"])
+    regenerated = page.evaluate("localStorage.getItem('reactchat.session')")
+    assert regenerated != original
     page.get_by_test_id("edit").first.click()
     expect(page.get_by_test_id("input")).to_have_value("compute 6 * 7")
     send(page, "compute 6 * 8")
-    expect(page.get_by_test_id("answer").last).to_have_text("48")
+    expect(page.get_by_test_id("answer")).to_have_text(["48"])
+    expect(page.get_by_test_id("user")).to_have_text(["compute 6 * 8"])
     shoot(page, "edit-regenerate")
+    edited = page.evaluate("localStorage.getItem('reactchat.session')")
+    assert len({original, regenerated, edited}) == 3
+    page.evaluate(f"localStorage.setItem('reactchat.session', {original!r})")
+    page.reload()  # the original is as it was
+    expect(page.get_by_test_id("answer")).to_have_text(["42", "4"])
 
 
 def test_the_current_empty_chat_is_not_listed(page: Page) -> None:

@@ -63,14 +63,34 @@ function answer(event) {
   if (footnotes) div.append(footnotes);
   $("log").append(div);
   const asked = turn.question;
-  answerActions(div, event.text, asked ? () => { if (!busy) send(asked); } : null);
+  const index = turn.index;
+  answerActions(div, event.text, asked ? () => { if (!busy) forkAndSend(index, asked); } : null);
   div.scrollIntoView({ block: "end" });
 }
 
-// Edit: the message goes back to the composer, to be changed and sent as a new turn.
-function edit(text) {
+// Edit: the message goes back to the composer; sending it forks the session before it.
+let editing = null;  // the index of the turn whose message is being edited
+function edit(index, text) {
+  editing = index;
   $("input").value = text;
   $("input").focus();
+  setStatus("Editing a past message: sending it starts a copy of the chat from there.");
+}
+
+// Edit and Regenerate: a copy of the session up to turn `index`'s message (POST /fork),
+// opened, and `text` sent to it; the original session stays in Sessions as it was.
+async function forkAndSend(index, text) {
+  editing = null;
+  const response = await api("GET", `/v1/sessions/${encodeURIComponent(session)}`);
+  if (!response.ok) return setStatus(await errorText(response));
+  const found = (await response.json()).turns.find((t) => t.turn === index);
+  const user = found && found.events.find((e) => e.type === "user" && !e.run && !e.step);
+  if (!user) return setStatus("That message is no longer in this session.");
+  const fork = await api("POST", `/v1/sessions/${encodeURIComponent(session)}/fork`, { before: user.seq });
+  if (!fork.ok) return setStatus(await errorText(fork));
+  open((await fork.json()).session);
+  await load();
+  send(text);
 }
 
 function firstLine(text) { return text.split("\n")[0]; }
@@ -94,7 +114,8 @@ function show(event) {
       if (event.run && !hasRun($("log"), event.run)) step(`Task: ${firstLine(event.text)}`, event.text);  // a sub-agent's
       else {
         const div = add("user", event.text, "user");
-        if (!event.step) { turn.question = event.text; userActions(div, event.text, edit); }
+        const index = turn.index;
+        if (!event.step) { turn.question = event.text; userActions(div, event.text, (text) => edit(index, text)); }
       }
       break;
     case "plan": showPlan($("log"), event); break;
@@ -402,7 +423,8 @@ $("composer").addEventListener("submit", async (e) => {
   if (!text || busy) return;
   $("input").value = "";
   await ready;  // the first load may still be creating the session
-  send(text);
+  if (editing !== null) forkAndSend(editing, text);
+  else send(text);
 });
 $("input").addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }

@@ -71,17 +71,16 @@ export function answerActions(div, text, onRegenerate) {
   bar.className = "actions";
   const c = button("Copy", "copy", "Copy the answer", () => copy(text, c));
   bar.append(c);
-  // no fork of a session on the server yet: the question is sent again as a new turn
-  if (onRegenerate) bar.append(button("Regenerate", "regenerate", "Ask the same question again (a new turn; this answer stays above)", onRegenerate));
+  if (onRegenerate) bar.append(button("Regenerate", "regenerate", "Answer again, in a copy of the chat from this question (this one stays in Sessions)", onRegenerate));
   div.after(bar);
 }
 
-// Edit on a past message: its text goes back to the composer, to be changed and sent as a new turn.
+// Edit on a past message: its text goes back to the composer, to be changed and sent.
 export function userActions(div, text, onEdit) {
   const bar = document.createElement("div");
   bar.className = "actions";
   bar.className = "actions mine";
-  bar.append(button("Edit", "edit", "Edit and send again (a new turn; this one stays above)", () => onEdit(text)));
+  bar.append(button("Edit", "edit", "Edit and send again, in a copy of the chat from this message (this one stays in Sessions)", () => onEdit(text)));
   div.after(bar);
 }
 
