@@ -77,7 +77,10 @@ def test_chat_answers_inline_and_keeps_history(db: str, tmp_path: Path) -> None:
     assert "Question for you: Where are you?" in out.stdout
     assert "Observation: 465" in out.stdout
     assert "Final Answer: Paris is 465 km from Lyon." in out.stdout
-    assert "you: How far is Paris?\nagent: Paris is 465 km from Lyon." in out.stdout
+    assert (
+        "you: How far is Paris?\nagent asked: Where are you?\nyou answered: Lyon\nagent: Paris is 465 km from Lyon."
+        in out.stdout
+    )
     assert "you: What is 2+2?\nagent: 4" in out.stdout
     assert "you: Lyon" not in out.stdout  # an answer to ask_user is not a question of the history
 

@@ -152,7 +152,7 @@ def test_files_upload_with_progress_count_down_and_clear(page: Page) -> None:
         files=[{"name": "notes.md", "mimeType": "text/markdown", "buffer": notes}]
     )
     expect(page.get_by_test_id("upload-note")).to_contain_text("notes.md:")
-    expect(page.get_by_test_id("upload-note")).to_contain_text("5 rounds left")
+    expect(page.get_by_test_id("upload-note")).to_contain_text("passages")  # the rounds left are on the chip
     expect(page.get_by_test_id("progress")).to_have_js_property("value", 100)
     expect(page.get_by_test_id("files")).to_have_text("notes.md · 5 rounds left")
 

@@ -79,7 +79,7 @@ def test_an_agent_by_reference_is_a_sub_agent(tools_module: Path) -> None:
         ("florist.tools", "write a tool reference as module:name"),
         ("florist.nothing:x", "cannot import florist.nothing"),
         ("florist.tools:missing", "florist.tools has no missing"),
-        ("florist.tools:NOT_A_TOOL", "is a int, not a tool, a function or an agent"),
+        ("florist.tools:NOT_A_TOOL", "is a int, not a tool, a function, a LangChain tool or an agent"),
     ],
 )
 def test_bad_references_say_what_is_wrong(tools_module: Path, spec: str, message: str) -> None:

@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import itertools
 import json
 import os
-import signal
 import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar, TextIO
 
 from reactchat.cli import record
+from reactchat.cli.report import raw_reply
 from reactchat.cli.retention import days
 from reactchat.cli.tool_refs import close_tools
 from reactchat.engine.budget import Budget
@@ -137,7 +136,9 @@ def _describe(event: Event) -> str | None:
         note = f" (stopped: {event.reason}; best effort)" if event.status == "stopped" else ""
         return f"{prefix}{'Answer' if event.run else 'Final Answer'}{note}: {event.text}"
     if isinstance(event, ErrorEvent):
-        return f"Format error, correction sent: {event.message}" if event.correction else f"Error: {event.message}"
+        if event.correction:
+            return f"Format error, correction sent: {event.message}{raw_reply(event)}"
+        return f"Error: {event.message}"
     return None
 
 
@@ -229,72 +230,14 @@ async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 async def _chat(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
-    from reactchat.agent import Agent
+    from reactchat.cli.chat import chat_loop
 
     agent = build_agent(args)
-    assert isinstance(agent, Agent)
-    trace = Trace(out, err)
-    session = args.session
-    # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
-    from reactchat.knowledge._cli import HELP, chat_command
-
-    print(f"reactchat chat: /new starts a new session, /history shows it, {HELP}, /quit leaves.", file=out)
+    resume = "reactchat chat" if args.db == default_db() else f"reactchat chat --db {args.db}"
     try:
-        while True:
-            try:
-                line = await asyncio.to_thread(input, "you> ")
-            except EOFError:
-                return 0
-            text = line.strip()
-            if not text:
-                continue
-            if text in ("/quit", "/exit"):
-                return 0
-            if text == "/new":
-                session = None
-                print("(new session)", file=out)
-                continue
-            if text.split(" ", 1)[0] in ("/upload", "/files", "/clear"):
-                session = await chat_command(agent, session, text, out, err)
-                continue
-            if text == "/history":
-                if session is None:
-                    print("(no messages yet)", file=out)
-                    continue
-                for question, answer in (await agent.state(session)).history():
-                    print(f"you: {question}\nagent: {answer}", file=out)
-                continue
-            session = await _chat_turn(agent, text, session, trace, err)
+        return await chat_loop(agent, args.session, Trace(out, err), resume, out, err)
     finally:
         await close_agent(agent)
-
-
-async def _chat_turn(agent: Any, text: str, session: str | None, trace: Trace, err: TextIO) -> str | None:
-    """One turn of ``reactchat chat``; Ctrl-C stops this turn (recorded as cancelled), not the chat."""
-    shown: list[str] = []
-
-    async def turn() -> None:
-        async for event in agent.stream(text, session):
-            shown.append(event.session)
-            trace.show(event)
-
-    task = asyncio.ensure_future(turn())
-    loop = asyncio.get_running_loop()
-    with contextlib.suppress(NotImplementedError, RuntimeError):  # no signal handlers off the main thread
-        loop.add_signal_handler(signal.SIGINT, task.cancel)
-    try:
-        await task
-    except asyncio.CancelledError:
-        if not task.cancelled():
-            raise  # the chat itself is being stopped
-        print(trace.paint("error", "(stopped: the turn is recorded as cancelled)"), file=err)
-    except Exception as exc:  # keep the chat alive; the turn is durable and resumable
-        print(trace.paint("error", f"error: {exc}"), file=err)
-    finally:
-        trace.stop_spinner()
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGINT)
-    return shown[-1] if shown else session
 
 
 async def _mcp(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

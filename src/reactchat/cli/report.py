@@ -189,8 +189,23 @@ def _line(event: Event) -> str | None:
         stopped = f" (stopped: {event.reason})" if event.status != "done" else ""
         return f"Final Answer{stopped}: {event.text}"
     if isinstance(event, ErrorEvent):
-        return f"Format error: {event.message}" if event.correction else f"Error ({event.kind}): {event.message}"
+        if event.correction:
+            return f"Format error, correction sent: {event.message}{raw_reply(event)}"
+        return f"Error ({event.kind}): {event.message}"
     return None
+
+
+#: how much of a refused reply is shown: enough to see what the model was doing
+RAW_SHOWN = 200
+
+
+def raw_reply(event: ErrorEvent) -> str:
+    """What the model wrote when its reply could not be read, on a line of its own and
+    shortened to ``RAW_SHOWN`` characters (empty when nothing was kept)."""
+    text = " ".join(event.raw.split())
+    if not text:
+        return ""
+    return f"\n  the model wrote: {text if len(text) <= RAW_SHOWN else text[: RAW_SHOWN - 1] + '…'}"
 
 
 def _cost_note(event: Event) -> str:

@@ -12,10 +12,12 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import os
+import sys
 from typing import Any
 
 from reactchat.errors import ConfigError
 from reactchat.tools import Tool, Toolset
+from reactchat.tools.langchain import is_langchain_tool
 
 #: the environment variable for ``--tools``
 ENV_TOOLS = "REACTCHAT_TOOLS"
@@ -34,25 +36,35 @@ def tools_by_reference(spec: str) -> list[Any]:
     for reference in (part.strip() for part in spec.split(",")):
         if not reference:
             continue
-        module_name, _, attribute = reference.partition(":")
-        if not module_name or not attribute:
-            raise ToolReferenceError(f"{reference!r}: write a tool reference as module:name, e.g. mypkg.tools:search")
-        try:
-            value: Any = importlib.import_module(module_name)
-        except ImportError as exc:
-            raise ToolReferenceError(f"{reference!r}: cannot import {module_name} ({exc})") from None
-        for part in attribute.split("."):
-            if not hasattr(value, part):
-                raise ToolReferenceError(f"{reference!r}: {module_name} has no {attribute}")
-            value = getattr(value, part)
-        items = list(value) if isinstance(value, list | tuple) else [value]
+        items = _referenced(reference)
         for item in items:
-            if not (isinstance(item, Tool | Toolset | Agent) or callable(item)):
+            # a LangChain BaseTool is not callable in langchain-core 1.x: recognise it by shape
+            if not (isinstance(item, Tool | Toolset | Agent) or callable(item) or is_langchain_tool(item)):
                 raise ToolReferenceError(
-                    f"{reference!r} is a {type(item).__name__}, not a tool, a function or an agent"
+                    f"{reference!r} is a {type(item).__name__}, not a tool, a function, a LangChain tool or an agent"
                 )
         found.extend(items)
     return found
+
+
+def _referenced(reference: str) -> list[Any]:
+    """What ``module:name`` names, as a list (a toolkit's list or tuple is spread)."""
+    module_name, _, attribute = reference.partition(":")
+    if not module_name or not attribute:
+        raise ToolReferenceError(f"{reference!r}: write a tool reference as module:name, e.g. mypkg.tools:search")
+    # the ``reactchat`` script does not put the current directory on the path as
+    # ``python -m`` does: a user's ./mytools.py is what ``--tools mytools:search`` means
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        value: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ToolReferenceError(f"{reference!r}: cannot import {module_name} ({exc})") from None
+    for part in attribute.split("."):
+        if not hasattr(value, part):
+            raise ToolReferenceError(f"{reference!r}: {module_name} has no {attribute}")
+        value = getattr(value, part)
+    return list(value) if isinstance(value, list | tuple) else [value]
 
 
 def configured_tools(tools: str | None = None, mcp: str | None = None) -> list[Any]:

@@ -346,6 +346,8 @@ async def session_view(server: Server, session: str) -> dict[str, Any]:
         "history": state.history(),
         "files": await server.files.list(session) if server.files is not None else [],
         "files_enabled": server.files is not None,
+        # the page's first view says what the agent can do
+        "tools": [{"name": t.name, "description": t.description} for t in server.agent.tools],
         "forked_from": forked_from(await server.store.origin(session)),
     }
 

@@ -5,6 +5,7 @@ import { api, errorText, askToken, headers } from "./api.js";
 import { showArtifacts } from "./artifacts.js";
 import { showSessions } from "./sessions.js";
 import { hasRun, nest, planProgress, showPlan } from "./team.js";
+import { answerActions, dropFiles, forPeople, userActions, welcome } from "./people.js";
 
 const $ = (id) => document.getElementById(id);
 const KEY = "reactchat.session";
@@ -12,7 +13,7 @@ let session = localStorage.getItem(KEY);
 let replyTo = null;   // call_id of the question the next message answers
 let busy = false;
 // the turn being shown: the passages its tools returned, for the answer's citations
-let turn = { index: 0, sources: [] };
+let turn = { index: 0, sources: [], question: "" };
 
 function setStatus(text) { $("status").textContent = text; }
 
@@ -61,21 +62,61 @@ function answer(event) {
   const footnotes = cite(div, turn.sources);
   if (footnotes) div.append(footnotes);
   $("log").append(div);
+  const asked = turn.question;
+  const index = turn.index;
+  answerActions(div, event.text, asked ? () => { if (!busy) forkAndSend(index, asked); } : null);
   div.scrollIntoView({ block: "end" });
 }
 
+// Edit: the message goes back to the composer; sending it forks the session before it.
+let editing = null;  // the index of the turn whose message is being edited
+function edit(index, text) {
+  editing = index;
+  $("input").value = text;
+  $("input").focus();
+  setStatus("Editing a past message: sending it starts a copy of the chat from there.");
+}
+
+// Edit and Regenerate: a copy of the session up to turn `index`'s message (POST /fork),
+// opened, and `text` sent to it; the original session stays in Sessions as it was.
+async function forkAndSend(index, text) {
+  editing = null;
+  const response = await api("GET", `/v1/sessions/${encodeURIComponent(session)}`);
+  if (!response.ok) return setStatus(await errorText(response));
+  const found = (await response.json()).turns.find((t) => t.turn === index);
+  const user = found && found.events.find((e) => e.type === "user" && !e.run && !e.step);
+  if (!user) return setStatus("That message is no longer in this session.");
+  const fork = await api("POST", `/v1/sessions/${encodeURIComponent(session)}/fork`, { before: user.seq });
+  if (!fork.ok) return setStatus(await errorText(fork));
+  open((await fork.json()).session);
+  await load();
+  send(text);
+}
+
 function firstLine(text) { return text.split("\n")[0]; }
+
+// A reply that could not be read: what the model wrote is the first thing to look at.
+function formatError(event) {
+  const raw = event.raw.split(/\s+/).join(" ").trim();
+  const shown = raw.length > 200 ? `${raw.slice(0, 199)}…` : raw;
+  const title = `Format error, correction sent${shown ? ` — the model wrote: ${shown}` : ""}`;
+  step(title, `${event.message}${event.raw ? `\n\nThe model wrote:\n${event.raw}` : ""}`);
+}
 
 // One stored or streamed event on the page.
 function show(event) {
   const pending = $("live");
   if (pending) pending.remove();
-  if (event.turn !== turn.index) turn = { index: event.turn, sources: [] };
+  if (event.turn !== turn.index) turn = { index: event.turn, sources: [], question: "" };
   const mark = $("log").lastElementChild;  // what follows it is this event's: nest() moves it
   switch (event.type) {
     case "user":
       if (event.run && !hasRun($("log"), event.run)) step(`Task: ${firstLine(event.text)}`, event.text);  // a sub-agent's
-      else add("user", event.text, "user");
+      else {
+        const div = add("user", event.text, "user");
+        const index = turn.index;
+        if (!event.step) { turn.question = event.text; userActions(div, event.text, (text) => edit(index, text)); }
+      }
       break;
     case "plan": showPlan($("log"), event); break;
     case "thought": if (event.text) step(`Thought: ${firstLine(event.text)}`, event.text); break;
@@ -87,7 +128,7 @@ function show(event) {
     case "observation":
       if (event.tool === "ask_user") break;
       turn.sources.push(...sourcesOf(event.text));
-      step(`Observation${event.is_error ? " (error)" : ""}: ${event.tool} → ${firstLine(event.text)}`, event.text);
+      step(`Observation${event.is_error ? " (error)" : ""}: ${event.tool} → ${firstLine(forPeople(event.text))}`, forPeople(event.text));
       break;
     case "question": add("question", event.question, "question"); break;
     case "answer":
@@ -98,12 +139,20 @@ function show(event) {
       if (event.status === "stopped") add("note", `The agent was stopped (${event.reason}): this is its best answer so far.`, "note");
       break;
     case "error":
-      if (event.kind === "format" || event.kind === "output") step("Format correction", event.message);
+      if (event.kind === "format" || event.kind === "output") formatError(event);
       else add("error", event.message, "error");
       break;
   }
   nest($("log"), event, mark);
   planProgress($("log"), event);
+}
+
+// A turn that waited for the user ran in several requests, and the end of a stream counts
+// only its own: the whole turn's usage comes from the session, as after a reload.
+async function turnUsage(fallback) {
+  const response = await api("GET", `/v1/sessions/${encodeURIComponent(session)}`).catch(() => null);
+  const view = response && response.ok ? await response.json() : null;
+  showUsage(view && view.turns.length ? view.turns.at(-1).usage : fallback);
 }
 
 // Tokens, time and cost of a finished turn, under its answer.
@@ -180,12 +229,13 @@ async function newSession() {
   setPending(null);
   showFiles([]);
   setStatus("");
+  await load();  // the first view: what the agent can do
 }
 
 function open(id) {
   session = id;
   localStorage.setItem(KEY, session);
-  turn = { index: 0, sources: [] };
+  turn = { index: 0, sources: [], question: "" };
 }
 
 const STATUS = {
@@ -202,7 +252,8 @@ async function load() {
   if (!response.ok) return setStatus(await errorText(response));
   const view = await response.json();
   $("log").replaceChildren();
-  turn = { index: 0, sources: [] };
+  turn = { index: 0, sources: [], question: "" };
+  if (!view.turns.length) welcome($("log"), view, (prompt) => { if (!busy) send(prompt); });
   for (const t of view.turns) {
     for (const event of t.events) show(event);
     if (t.status !== "waiting" && !(view.status === "running" && t === view.turns.at(-1))) showUsage(t.usage);
@@ -222,6 +273,8 @@ let sending = false;
 // its end (a worker died, the network dropped), follow the session from the last event
 // seen (Last-Event-ID): the server that takes the turn over sends the rest, once each.
 async function send(text) {
+  const first = document.querySelector("[data-testid=welcome]");
+  if (first) first.remove();
   sending = true;
   setBusy(true);
   setStatus(STATUS.running);
@@ -246,6 +299,7 @@ async function send(text) {
       if (follow && follow.ok) await readStream(follow, stream).catch(() => {});
     }
     if (!stream.ended) add("error", "Connection lost. Reload to see where the agent is.", "error");
+    else if (stream.usage) await turnUsage(stream.usage);
   } catch (error) {
     add("error", `Connection lost: ${error}. Reload to see where the agent is.`, "error");
   } finally {
@@ -290,7 +344,7 @@ function frame(block, stream) {
   setPending(payload.status === "waiting" ? payload.pending : null);
   // the run records a cancelled turn after its stream was cut: the note comes from here
   if (payload.status === "cancelled") add("note", "Stopped: the turn was cancelled.", "note");
-  if (payload.status !== "waiting") showUsage(payload.usage);
+  if (payload.status !== "waiting") stream.usage = payload.usage;  // shown once the stream is over
   if (payload.files) showFiles(payload.files);
   showArtifacts(session, $("log"));
 }
@@ -331,7 +385,8 @@ function upload(file) {
     if (kind === "file") {
       finished = true;
       bar.value = 100;
-      note.textContent = `${data.file.name}: ${data.file.chunks} passages, ${data.file.rounds_left} rounds left`;
+      // the rounds left are on the file's chip, which counts down: the note stays true
+      note.textContent = `${data.file.name}: read, ${data.file.chunks} passages`;
       showFiles(data.files);
     }
   };
@@ -368,12 +423,15 @@ $("composer").addEventListener("submit", async (e) => {
   if (!text || busy) return;
   $("input").value = "";
   await ready;  // the first load may still be creating the session
-  send(text);
+  if (editing !== null) forkAndSend(editing, text);
+  else send(text);
 });
 $("input").addEventListener("keydown", (e) => {
   if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); $("composer").requestSubmit(); }
 });
 $("stop").addEventListener("click", () => stop());
+$("pick").addEventListener("click", () => $("file").click());
+dropFiles(async (file) => { await ready; upload(file); });
 $("file").addEventListener("change", async () => {
   const file = $("file").files[0];
   $("file").value = "";

@@ -16,8 +16,8 @@ export async function showSessions(current, onOpen) {
     list.append(item(await errorText(response)));
     return;
   }
-  // sessions opened and left empty ("New chat" then nothing) are not worth a line
-  const sessions = (await response.json()).sessions.filter((s) => s.turns || s.session === current);
+  // sessions opened and left empty ("New chat" then nothing, the current one included) are not worth a line
+  const sessions = (await response.json()).sessions.filter((s) => s.turns);
   if (!sessions.length) list.append(item("No sessions yet."));
   for (const s of sessions) {
     const li = item("");
