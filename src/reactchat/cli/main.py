@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar, TextIO
 
+from reactchat.cli import worker
 from reactchat.cli.retention import days
 from reactchat.cli.tool_refs import close_tools
 from reactchat.engine.budget import Budget
@@ -458,6 +459,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="DAYS",
         help="delete sessions idle for more than DAYS, at start-up and hourly (env REACTCHAT_RETENTION_DAYS)",
     )
+    worker.add_parser(commands, common)
     return top
 
 
@@ -477,6 +479,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "worker":
+            return worker.run(args, build_agent)
         runner = {"ask": _ask, "chat": _chat, "mcp": _mcp, "sessions": _sessions, "show": _show}[args.command]
         return asyncio.run(runner(args, sys.stdout, sys.stderr))
     except KeyboardInterrupt:  # Ctrl-C: asyncio.run cancelled the turn, which recorded it as cancelled
