@@ -11,6 +11,7 @@ from pathlib import Path
 
 import httpx
 
+from reactchat.cli.main import parser
 from test_health import serve_process
 
 SLOW_TOOL = '''
@@ -89,3 +90,17 @@ def test_past_the_deadline_the_turn_is_left_interrupted_for_another_worker(tmp_p
     with serve_process(tmp_path, *flags) as (url, _):
         view = httpx.get(f"{url}/v1/sessions/{session}").json()
         assert view["turns"][-1]["status"] == "interrupted", view  # not cancelled: it is finished later
+
+
+DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
+
+
+def test_the_units_command_lines_parse_and_the_environment_is_read() -> None:
+    for unit in ("reactchat@.service", "reactchat-worker@.service"):
+        line = next(x for x in (DEPLOY / unit).read_text().splitlines() if x.startswith("ExecStart="))
+        argv = line.split("bin/reactchat", 1)[1].replace("%i", "8001").split()
+        assert parser().parse_args(argv).command in ("serve", "worker")
+    names = [x.split("=", 1)[0].lstrip("# ") for x in (DEPLOY / "reactchat.env").read_text().splitlines() if "=" in x]
+    source = "\n".join(p.read_text() for p in (Path(__file__).resolve().parents[1] / "src").rglob("*.py"))
+    unread = [n for n in names if n.startswith("REACTCHAT_") and f'"{n}"' not in source]
+    assert unread == []
