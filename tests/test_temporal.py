@@ -14,6 +14,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+pytest.importorskip("temporalio", reason="the temporal extra is not installed: pip install 'reactchat[temporal]'")
+
 from temporalio.client import Client, WorkflowFailureError
 
 from reactchat.engine.session import SessionState
