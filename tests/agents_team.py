@@ -219,20 +219,28 @@ def plan_steps(spec: str) -> list[dict[str, object]]:
     return steps
 
 
-def team_app(store: str, effects: str, team: str = "deep", steps: str = "w1,2") -> Any:
+def team_app(store: str, effects: str, team: str = "deep", steps: str = "w1,2", delay: float = 0.0) -> Any:
     """The HTTP app serving a team (``deep`` or ``plan``) over ``store``."""
     from reactchat.server import ServerConfig, create_app
 
     def build(shared: Store) -> Agent:
-        return deep_team(shared, effects) if team == "deep" else plan_team(shared, effects, plan_steps(steps))
+        if team == "deep":
+            return deep_team(shared, effects, delay)
+        return plan_team(shared, effects, plan_steps(steps), delay)
 
     return create_app(build, config=ServerConfig(model="team", store=store))
 
 
 def app_from_env() -> Any:
-    """For ``uvicorn --factory``: ``REACTCHAT_TEAM`` over ``REACTCHAT_DB``, effects in ``REACTCHAT_EFFECTS``."""
+    """For ``uvicorn --factory``: ``REACTCHAT_TEAM`` over ``REACTCHAT_DB``, effects in ``REACTCHAT_EFFECTS``
+    (a plan team's steps in ``REACTCHAT_STEPS``, each model and tool call ``REACTCHAT_DELAY`` seconds)."""
     env = os.environ
-    return team_app(env["REACTCHAT_DB"], env["REACTCHAT_EFFECTS"], env.get("REACTCHAT_TEAM", "deep"))
+    team, steps, delay = (
+        env.get("REACTCHAT_TEAM", "deep"),
+        env.get("REACTCHAT_STEPS", "w1,2"),
+        env.get("REACTCHAT_DELAY"),
+    )
+    return team_app(env["REACTCHAT_DB"], env["REACTCHAT_EFFECTS"], team, steps, float(delay or 0.0))
 
 
 async def main() -> int:

@@ -3,6 +3,7 @@ the OpenAI endpoint's reasoning, and a question at depth 2 answered on another w
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import httpx
@@ -75,5 +76,48 @@ def test_a_question_at_depth_two_is_answered_on_another_worker(postgres_url: str
         again = httpx.post(f"{a}/v1/sessions/{session}/messages", json=answer)
         assert again.status_code == 409  # AlreadyAnswered, on the other worker
         assert effects.read_text().count("\n") == 1
+    finally:
+        stop_workers(workers)
+
+
+def test_a_plan_turn_whose_worker_dies_is_finished_by_another_exactly_once(postgres_url: str, tmp_path: Path) -> None:
+    """SIGKILL of the worker running a plan-and-execute turn whose steps a sub-agent runs, while
+    a model call is under way: the other worker on the same PostgreSQL takes the turn over and
+    finishes it; every event the client saw is kept, and no tool call runs twice."""
+    effects = tmp_path / "effects"
+    env = {
+        "REACTCHAT_EFFECTS": str(effects),
+        "REACTCHAT_TEAM": "plan",
+        "REACTCHAT_STEPS": "w1,w2",
+        "REACTCHAT_DELAY": "1",
+    }
+    factory = "agents_team:app_from_env"
+    workers = [start_worker(postgres_url, tmp_path / f"{name}.log", factory, **env) for name in "ab"]
+    try:
+        (a, a_url), (_, b_url) = workers
+        session = httpx.post(f"{a_url}/v1/sessions").json()["session"]
+        seen = ""
+        with httpx.stream(
+            "POST", f"{a_url}/v1/sessions/{session}/messages", json={"message": "Do it."}, timeout=60
+        ) as r:
+            for chunk in r.iter_text():
+                seen += chunk
+                # the first step's bump observed (its effect durable), a model call of 1 s under way
+                if '"tool":"bump"' in seen.replace(" ", "") and "event: observation" in seen and seen.endswith("\n\n"):
+                    break
+            a.kill()
+        before = parse_sse(seen)
+        deadline = time.monotonic() + 60
+        while (view := httpx.get(f"{b_url}/v1/sessions/{session}").json())["status"] != "done":
+            assert view["status"] in ("running", "interrupted"), view["status"]
+            assert time.monotonic() < deadline, "the other worker did not finish the turn"
+            time.sleep(0.2)
+        events = view["turns"][0]["events"]
+        assert [e["seq"] for e in events] == list(range(1, len(events) + 1))  # nothing lost, nothing twice
+        seqs = {e["seq"]: e for e in events}
+        assert all(seqs[data["seq"]]["type"] == kind for kind, data in before if "seq" in data)
+        runs = [line.split()[0] for line in effects.read_text().splitlines()]
+        assert len(runs) == 2 and len(set(runs)) == 2, runs  # each step's bump ran once
+        assert view["turns"][0]["answer"].startswith("did Do it.")
     finally:
         stop_workers(workers)

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar, TextIO
 
-from reactchat.cli import record
+from reactchat.cli import record, worker
 from reactchat.cli.report import raw_reply
 from reactchat.cli.retention import days
 from reactchat.cli.tool_refs import close_tools
@@ -429,6 +429,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="DAYS",
         help="delete sessions idle for more than DAYS, at start-up and hourly (env REACTCHAT_RETENTION_DAYS)",
     )
+    worker.add_parser(commands, common)
     return top
 
 
@@ -448,6 +449,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
+        if args.command == "worker":
+            return worker.run(args, build_agent)
         verbs = {
             "ask": _ask,
             "chat": _chat,

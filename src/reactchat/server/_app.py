@@ -44,6 +44,7 @@ from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
 from reactchat.server._fork import fork_routes
 from reactchat.server._guard import USER, Guard, Rate, owner
+from reactchat.server._health import health_routes
 from reactchat.server._lean import shortcut
 from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, Body, error, errors, streamed
 from reactchat.server._server import Server
@@ -155,6 +156,7 @@ def create_app(
 
         a2a_routes(app, server)
     _page_routes(app)
+    health_routes(app, store)  # /healthz, /readyz and the drain of ``reactchat serve``
     # added last, so it runs first: before the turn's shortcut (``_session_routes``) too
     app.add_middleware(
         Guard,

@@ -35,6 +35,7 @@ from urllib.parse import urlsplit
 from starlette.exceptions import HTTPException
 
 from reactchat.errors import ConfigError
+from reactchat.server._health import PROBES
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -207,8 +208,8 @@ class Guard:
         if not self.tokens and client and not is_loopback_address(client[0]):
             message = "this server has no token, so it only answers on this machine: set REACTCHAT_TOKEN"
             return 403, message, "forbidden"
-        # the page itself (it asks for the token) and the A2A agent card (it says which token)
-        public = path == "/" or path.startswith(("/static/", "/.well-known/"))
+        # the page itself (it asks for the token), the A2A agent card (it says which token), probes
+        public = path in ("/", *PROBES) or path.startswith(("/static/", "/.well-known/"))
         if self.tokens and not public:
             user = self._user(headers)
             if user is None:

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import signal
+import time
+from types import FrameType
 from typing import Any
 
+import uvicorn
 from fastapi import FastAPI
 
 from reactchat.cli.retention import retention_from_env
@@ -25,6 +29,7 @@ def serve(
     token_file: str | None = None,
     allowed_hosts: tuple[str, ...] = (),
     retention_days: float | None = None,
+    drain_seconds: float | None = None,
 ) -> None:
     """Serve the API and the page until interrupted.
 
@@ -34,9 +39,9 @@ def serve(
     addressed to a loopback name, ``host`` itself or one of ``allowed_hosts``. ``tools``
     are added to the agent's (see ``ServerConfig.tools``). Sessions idle for more than
     ``retention_days`` (``REACTCHAT_RETENTION_DAYS`` when None) are deleted in the background.
+    On SIGTERM the server drains (``DrainingServer``) for at most ``drain_seconds``
+    (``REACTCHAT_DRAIN_SECONDS``, default 30).
     """
-    import uvicorn
-
     config = config_from_env(token=token, token_file=token_file, allowed_hosts=allowed_hosts)
     if retention_days is not None:
         config.retention_days = retention_days
@@ -46,7 +51,43 @@ def serve(
     config.model, config.store, config.tools = model, store_url(db), list(tools or [])
     app = create_app(config)
     settle_collector()  # the collector of a serving process (server/_gc.py)
-    uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+    if drain_seconds is None:
+        drain_seconds = float(os.environ.get("REACTCHAT_DRAIN_SECONDS") or DRAIN_SECONDS)
+    settings = uvicorn.Config(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+    DrainingServer(settings, app, drain_seconds).run()
+
+
+#: seconds a SIGTERMed worker lets its running turns finish before it hands them over
+DRAIN_SECONDS = 30.0
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn that drains on SIGTERM: new turns get 503 with ``Retry-After`` at once
+    (``server/_health.py``), running turns go on until they end or ``deadline`` seconds
+    pass, then the server stops as uvicorn does; a turn still running then is stopped
+    with ``SHUTDOWN`` (it stays interrupted, not cancelled) and another worker on the
+    same store takes it over (``server/_takeover.py``). A second signal stops at once."""
+
+    def __init__(self, config: uvicorn.Config, app: FastAPI, deadline: float) -> None:
+        super().__init__(config)
+        self.app, self.deadline = app, deadline
+        self.drain_until: float | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        """SIGTERM starts the drain; another signal, or one during the drain, stops now."""
+        if sig == signal.SIGTERM and self.drain_until is None:
+            self.drain_until = time.monotonic() + self.deadline
+            self.app.state.drain.start()
+            return
+        super().handle_exit(sig, frame)
+
+    async def on_tick(self, counter: int) -> bool:
+        """Stop once draining and no turn runs here, or the deadline passed."""
+        if self.drain_until is not None:
+            idle = not self.app.state.server.turns.running
+            if idle or time.monotonic() >= self.drain_until:
+                self.should_exit = True
+        return await super().on_tick(counter)
 
 
 def config_from_env(

@@ -1,0 +1,35 @@
+"""``reactchat worker --temporal HOST:PORT``: run the turns Temporal hands out."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+from temporalio.client import Client
+from temporalio.worker import UnsandboxedWorkflowRunner, Worker
+
+from reactchat.agent import Agent
+from reactchat.temporal._activities import Activities
+from reactchat.temporal._workflow import TASK_QUEUE, TurnWorkflow
+
+
+def make_worker(client: Client, agent: Agent, task_queue: str = TASK_QUEUE, concurrency: int = 100) -> Worker:
+    """A Temporal worker that runs ``agent``'s turns: the workflow and its activities."""
+    activities = Activities(agent)
+    return Worker(
+        client,
+        task_queue=task_queue,
+        workflows=[TurnWorkflow],
+        activities=[activities.mark, activities.stretch],
+        max_concurrent_activities=concurrency,
+        activity_executor=ThreadPoolExecutor(4),  # for sync activities; ours are async
+        # the sandbox re-imports modules for every new workflow: 0.78 s of a turn's overhead
+        # and 0.8 against 10 turns/s (benchmarks/temporal_overhead.py); _workflow.py does
+        # no I/O and reads no clock or randomness, which is what the sandbox checks for
+        workflow_runner=UnsandboxedWorkflowRunner(),
+    )
+
+
+async def run_worker(address: str, agent: Agent, task_queue: str = TASK_QUEUE) -> None:
+    """Connect to ``address`` and run ``agent``'s turns until cancelled."""
+    client = await Client.connect(address)
+    await make_worker(client, agent, task_queue).run()
