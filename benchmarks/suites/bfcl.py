@@ -139,7 +139,7 @@ def verdict(category: str, entry: dict[str, Any], truth: list[Any] | None, answe
 
 async def run(args: argparse.Namespace) -> list[tuple[str, CaseResult, bool]]:
     model = resolve_model(args.model)
-    store = resolve_store("memory:")
+    store = resolve_store(args.db)
     done: list[tuple[str, CaseResult, bool]] = []
     for category in args.categories:
         for entry, truth in load(category, None if args.full else (args.limit or SAMPLE[category])):
@@ -161,9 +161,10 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="cases per category (default: the sample)")
     parser.add_argument("--full", action="store_true", help="every case of each category")
     parser.add_argument("--json", metavar="OUT", help="write the eval result file")
+    parser.add_argument("--db", default="memory:", help="store the cases' sessions here (for reactchat show)")
     args = parser.parse_args()
     started = time.perf_counter()
-    done = asyncio.run(run(args))
+    done = asyncio.run(run(args))  # sessions on the default memory: store go with the process
     wall = time.perf_counter() - started
     print(f"BFCL through reactchat: model {args.model}, protocol {args.protocol}, load {os.getloadavg()[0]:.1f}")
     for category in args.categories:
