@@ -140,6 +140,14 @@ def verdict(category: str, entry: dict[str, Any], truth: list[Any] | None, answe
 async def run(args: argparse.Namespace) -> list[tuple[str, CaseResult, bool]]:
     model = resolve_model(args.model)
     store = resolve_store(args.db)
+    try:
+        return await each_case(args, model, store)
+    finally:
+        await store.close()
+
+
+async def each_case(args: argparse.Namespace, model: Any, store: Any) -> list[tuple[str, CaseResult, bool]]:
+    """Run the chosen cases one at a time (the embedded model uses every core): category, result, verdict."""
     done: list[tuple[str, CaseResult, bool]] = []
     for category in args.categories:
         for entry, truth in load(category, None if args.full else (args.limit or SAMPLE[category])):
