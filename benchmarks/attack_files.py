@@ -1,4 +1,4 @@
-"""Hostile uploads for the hardening tests and ``benchmarks/attacks.py`` (issue 17).
+"""Hostile uploads for the hardening tests and ``benchmarks/attacks.py``.
 
 Each generator writes a small file that is expensive to read: a .docx of hundreds of
 thousands of paragraphs, one that unpacks to hundreds of megabytes of empty

@@ -1,4 +1,4 @@
-"""The attacks of issue 17 against a real server: time to rejection, peak memory, responsiveness.
+"""Known attacks against a real server: time to rejection, peak memory, responsiveness.
 
     .venv/bin/python benchmarks/attacks.py [--only NAME ...] [--timeout 120]
 

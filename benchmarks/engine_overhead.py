@@ -4,7 +4,7 @@
 
 Prints the median and p90 cost of one agent step (model call + parse + tool + events)
 at N = 10, 50 and 200 steps per turn, the ratio of the 200-step cost to the 10-step
-cost, and the cold import time of ``reactchat``. Targets (issue 2): ≤ 100 µs median
+cost, and the cold import time of ``reactchat``. Targets: ≤ 100 µs median
 per step, ratio ≤ 1.5, import ≤ 150 ms.
 
 The cost is the process's CPU time (``time.process_time``, all threads): on a shared

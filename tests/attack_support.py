@@ -1,4 +1,4 @@
-"""A real server process under attack (issue 17), watched while the attack runs.
+"""A real server process under attack, watched while the attack runs.
 
 ``serve`` starts uvicorn in a subprocess with the rule model of ``server_support``
 over a SQLite file; ``Watch`` samples the resident memory of the server and of every

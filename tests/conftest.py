@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-# ==================================================================== stores (issue 5)
+# =========================================================================== stores
 # Real SQLite files and a real PostgreSQL server. PostgreSQL comes from
 # $REACTCHAT_TEST_POSTGRES, else the throwaway cluster of scripts/start-postgres.sh
 # (started here when it is not running). It is never silently skipped: if it cannot
@@ -97,7 +97,7 @@ def store_url(request: pytest.FixtureRequest) -> str:
     return url
 
 
-# ================================================================ end of stores (issue 5)
+# ==================================================================== end of stores
 
 
 # ===================================================================== the slow marker

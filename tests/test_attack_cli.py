@@ -1,4 +1,4 @@
-"""The command line against bad paths (issue 17): a clear ``reactchat: error:``, never a
+"""The command line against bad paths: a clear ``reactchat: error:``, never a
 traceback, a hang or a gigabyte read; and ``reactchat sessions --prune``."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Attacks over HTTP (issue 17): DNS rebinding, cross-site requests, other users' sessions,
+"""Attacks over HTTP: DNS rebinding, cross-site requests, other users' sessions,
 derived OpenAI sessions, invalid Unicode, floods of new sessions; against a real uvicorn."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Hostile uploads against a real server process (issue 17): each is refused quickly with a
+"""Hostile uploads against a real server process: each is refused quickly with a
 clear 4xx, stores nothing, keeps the server's memory bounded and leaves another session
 answering within a second while it runs. The files are generated here (``attack_files``).
 """

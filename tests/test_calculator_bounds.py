@@ -1,6 +1,6 @@
 """The built-in calculator runs inline on the event loop: no expression may take long.
 
-The attacks of issue 17 first, then a fuzz test over generated expressions (extreme
+The known attacks first, then a fuzz test over generated expressions (extreme
 literals, every operator and function, deep nesting) with a time limit per expression.
 """
 

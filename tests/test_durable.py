@@ -67,7 +67,7 @@ async def test_history_carries_over_to_a_new_process(durable_url: str, tmp_path:
     assert result.turn == 2
     state = await agent.state(session)
     assert state.history() == [("First question", "1 bumps; user said nothing"), ("Second question", result.answer)]
-    # the prompt holds the earlier question and answer, not the earlier scratchpad (seed 002)
+    # the prompt holds the earlier question and answer, not the earlier scratchpad
     assert isinstance(agent.model, PlanModel)
     prompt = " ".join(m.model_dump_json() for m in agent.model.requests[0].messages)
     assert "First question" in prompt

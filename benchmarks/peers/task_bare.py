@@ -1,4 +1,4 @@
-"""A plain-Python ReAct loop in the style of seed 003: messages list, regex, json.loads."""
+"""A plain-Python ReAct loop in the style of the from-scratch ReAct article: messages list, regex, json.loads."""
 
 from __future__ import annotations
 

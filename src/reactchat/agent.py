@@ -298,6 +298,26 @@ class Agent:
             budget=budget,
         )
 
+    async def fork(self, session: str, *, before: int | None = None, new_id: str | None = None) -> str:
+        """A new session (``new_id``, else a random id) holding the events of ``session`` before
+        seq ``before`` (the whole session when None), and what the ``fork`` hooks copy (the
+        uploaded files); ``session`` is untouched. Its id is returned.
+
+        Before a user message that starts a turn, it is that message's "edit and resend": the
+        fork's last turn is complete and the next message starts a new one. Inside a turn, the
+        fork's copy of it is interrupted there, and goes on with the next ``resume`` or message
+        (a call the fork cut off is made again). In the fork, calls that repeat the original's
+        reuse what is safe and ask before repeating an effect (``reactchat.engine.forks``).
+        Raises ``SessionNotFound``, ``NoSuchEvent`` when ``before`` is not the seq of an event.
+        """
+        new = await self.store.fork(session, before, new_id)
+        try:
+            await self.hooks.forked(session, new)
+        except BaseException:
+            await self.store.delete_session(new)  # no half-made fork: all of it or nothing
+            raise
+        return new
+
     async def state(self, session: str) -> SessionState:
         """The session's turns, from its stored events."""
         return SessionState.from_events(session, await self.store.events(session))

@@ -65,6 +65,20 @@ class NothingToRun(ReactchatError, ValueError):
         self.session = session
 
 
+class NoSuchEvent(ReactchatError, LookupError):
+    """A fork point (``before=``) that is not the place of an event of the session."""
+
+    def __init__(self, session: str, seq: int, last: int) -> None:
+        where = f"its events are 1 to {last}" if last else "it has no events yet"
+        super().__init__(
+            f"session {session} has no event {seq} to fork before ({where}); give the seq of an event "
+            "(reactchat show ID --json lists them), or no seq to copy the whole session"
+        )
+        self.session = session
+        self.seq = seq
+        self.last = last
+
+
 class TurnFailed(ReactchatError):
     """A turn ended without an answer (its model failed, or it was cut off); it stays open.
 
@@ -97,11 +111,29 @@ class InsideEventLoop(ReactchatError, RuntimeError):
         super().__init__("Agent.run() cannot be called inside a running event loop: use 'await agent.arun(...)'")
 
 
+class Diverged(ReactchatError, AssertionError):
+    """A replayed session did something other than its record: the first difference, where
+    it happened (turn, step, agent) and what was expected and got instead."""
+
+    def __init__(self, turn: int, step: int, agent: str, expected: str, got: str) -> None:
+        super().__init__(
+            f"replay diverged at turn {turn}, step {step} (agent {agent or '?'}):\n"
+            f"  expected: {expected}\n  got:      {got}"
+        )
+        self.turn = turn
+        self.step = step
+        self.agent = agent
+        self.expected = expected
+        self.got = got
+
+
 __all__ = [
     "AlreadyAnswered",
     "ConfigError",
     "DiskFull",
+    "Diverged",
     "InsideEventLoop",
+    "NoSuchEvent",
     "NothingToRun",
     "ReactchatError",
     "SessionBusy",

@@ -71,7 +71,7 @@ from reactchat.server._turns import Delta, TurnFeed, failure_event
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound
 
 if TYPE_CHECKING:
-    from reactchat.server._app import Server
+    from reactchat.server._server import Server
 
 log = logging.getLogger("reactchat.server")
 

@@ -1,4 +1,5 @@
-"""The ``reactchat`` command: ``ask``, ``chat``, ``sessions``, ``show``, ``serve`` and ``mcp``.
+"""The ``reactchat`` command: ``ask``, ``chat``, ``sessions``, ``show``, ``fork``, ``serve``, ``mcp``,
+and ``export``, ``import`` and ``replay`` (cli/record.py).
 
 Exit status of ``reactchat ask``: 0 answered, 3 waiting for the user's answer (the
 question and the session id are printed; ``reactchat ask --session ID "reply"``
@@ -20,6 +21,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, TextIO
 
 from reactchat.cli import eval as eval_verb
+from reactchat.cli import record
 from reactchat.cli.retention import days
 from reactchat.cli.tool_refs import close_tools
 from reactchat.engine.budget import Budget
@@ -40,6 +42,8 @@ from reactchat.orchestration.plan import checklist
 from reactchat.store import default_db, store_url
 
 EXIT_WAITING = 3
+#: the verbs of cli/record.py, by name, filled in when the parser is made
+RECORDED: dict[str, record.Verb] = {}
 EXIT_STOPPED = 4
 
 
@@ -360,6 +364,7 @@ async def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     store = resolve_store(store_url(args.db))
     try:
         events = await store.events(args.session)
+        origin = await store.origin(args.session)
     except SessionNotFound:
         print(f"reactchat: error: no session {args.session!r} in {args.db} (see: reactchat sessions)", file=err)
         return 1
@@ -367,11 +372,28 @@ async def _show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         await store.close()
     state = SessionState.from_events(args.session, events)
     if args.json:
-        print(json.dumps(session_json(state), ensure_ascii=False, indent=2), file=out)
+        print(json.dumps(session_json(state, origin), ensure_ascii=False, indent=2), file=out)
     elif args.markdown:
         print(session_markdown(state), file=out, end="")
     else:
-        print(session_tree(state), file=out)
+        print(session_tree(state, origin), file=out)
+    return 0
+
+
+async def _fork(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """``reactchat fork ID [--before SEQ]``: print the id of a new session holding the events
+    before SEQ (all of them without it) and copies of the session's uploaded files."""
+    # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
+    from reactchat.agent import Agent
+    from reactchat.knowledge import attach
+
+    agent = Agent(store=store_url(args.db))  # no model is loaded: forking runs no turn
+    attach(agent)  # the fork hook that copies the files
+    try:
+        new = await agent.fork(args.session, before=args.before)
+    finally:
+        await close_agent(agent)
+    print(new, file=out)
     return 0
 
 
@@ -443,8 +465,14 @@ def parser() -> argparse.ArgumentParser:
     export = show.add_mutually_exclusive_group()
     export.add_argument("--json", action="store_true", help="export the session as JSON")
     export.add_argument("--markdown", action="store_true", help="export the session as Markdown")
-    for p in (sessions, show):
+    fork = commands.add_parser("fork", help="copy a session up to an event into a new one; prints its id")
+    fork.add_argument("session", help="the session id (see: reactchat sessions)")
+    fork.add_argument(
+        "--before", type=_positive, metavar="SEQ", help="the event to stop before (its seq: reactchat show ID --json)"
+    )
+    for p in (sessions, show, fork):
         database(p)
+    RECORDED.update(record.add_parsers(commands, database))  # export, import, replay
     eval_verb.add_parser(commands, common)
     serve = commands.add_parser("serve", help="HTTP API and web chat page")
     common(serve)
@@ -479,9 +507,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
-        runner = {"ask": _ask, "chat": _chat, "mcp": _mcp, "sessions": _sessions, "show": _show, "eval": eval_verb.run}[
-            args.command
-        ]
+        verbs = {
+            "ask": _ask,
+            "chat": _chat,
+            "mcp": _mcp,
+            "sessions": _sessions,
+            "show": _show,
+            "fork": _fork,
+            "eval": eval_verb.run,
+            **RECORDED,
+        }
+        runner = verbs[args.command]
         return asyncio.run(runner(args, sys.stdout, sys.stderr))
     except KeyboardInterrupt:  # Ctrl-C: asyncio.run cancelled the turn, which recorded it as cancelled
         print("reactchat: stopped; the turn is recorded as cancelled", file=sys.stderr)

@@ -96,11 +96,17 @@ def turn_view(turn: Turn) -> dict[str, Any]:
     }
 
 
-def session_json(state: SessionState) -> dict[str, Any]:
-    """A whole session as JSON (``reactchat show ID --json``)."""
+def forked_from(origin: tuple[str, int] | None) -> dict[str, Any] | None:
+    """Where a fork came from as JSON (``Store.origin``): ``{"session": ID, "before": SEQ}``, or None."""
+    return None if origin is None else {"session": origin[0], "before": origin[1]}
+
+
+def session_json(state: SessionState, origin: tuple[str, int] | None = None) -> dict[str, Any]:
+    """A whole session as JSON (``reactchat show ID --json``); ``origin``: where it was forked from."""
     events = [e for turn in state.turns for e in turn.events]
     return {
         **SessionSummary.of(state.session, events).to_dict(),
+        "forked_from": forked_from(origin),
         "turns": [turn_view(turn) for turn in state.turns],
     }
 
@@ -204,13 +210,15 @@ def _depth(event: Event) -> int:
     return path.count("/") + 1 if path else 0
 
 
-def session_tree(state: SessionState) -> str:
+def session_tree(state: SessionState, origin: tuple[str, int] | None = None) -> str:
     """A session as an indented tree: turns, then thoughts, actions and observations, with
-    sub-agents' steps nested under the call that ran them."""
+    sub-agents' steps nested under the call that ran them; ``origin``: where it was forked from."""
     events = [e for turn in state.turns for e in turn.events]
     summary = SessionSummary.of(state.session, events)
     turns = f"{len(state.turns)} turn{'s' if len(state.turns) != 1 else ''}"
     lines = [f"Session {state.session} · started {when(summary.started)} · {turns}"]
+    if origin is not None:
+        lines.append(f"  Forked from {origin[0]} before event {origin[1]}")
     if summary.usage.calls:
         lines.append(f"  {usage_text(summary.usage)}")
     for turn in state.turns:

@@ -34,6 +34,8 @@ SessionTools = Callable[[str, Store], Awaitable[Sequence[Tool]]]
 TurnEnd = Callable[[str, Store, str], Awaitable[None]]
 #: new_message(session, store, text): a message that starts a new turn, before the turn runs
 NewMessage = Callable[[str, Store, str], Awaitable[None]]
+#: fork(original, new, store): a session was forked into ``new`` (its events are copied)
+Fork = Callable[[str, str, Store], Awaitable[None]]
 
 
 @dataclass
@@ -45,13 +47,15 @@ class Hooks:
     transaction may have released the turn's lock already). A turn paused on a
     question is not over: it ends once, when it answers. ``new_message`` hooks see a
     message that starts a new turn before the turn's tools are chosen (links in it are
-    read this way: ``reactchat.toolbox.read_links_in_messages``).
+    read this way: ``reactchat.toolbox.read_links_in_messages``). ``fork`` hooks copy what
+    a component keeps per session into a fork of it (the uploaded files).
     """
 
     store: Callable[[], Store]
     session_tools: list[SessionTools] = field(default_factory=list)
     turn_end: list[TurnEnd] = field(default_factory=list)
     new_message: list[NewMessage] = field(default_factory=list)
+    fork: list[Fork] = field(default_factory=list)
 
     async def message_arrived(self, session: str, text: str) -> None:
         """Run the ``new_message`` hooks for a message that starts a turn."""
@@ -64,6 +68,11 @@ class Hooks:
         for hook in self.session_tools:
             tools.extend(await hook(session, store))
         return tools
+
+    async def forked(self, original: str, new: str) -> None:
+        """Run the ``fork`` hooks for a session ``original`` just forked into ``new``."""
+        for hook in self.fork:
+            await hook(original, new, self.store())
 
     async def turn_ended(self, session: str, answer: AnswerEvent) -> None:
         """Run the ``turn_end`` hooks for a turn whose ``answer`` is durable."""
@@ -118,4 +127,4 @@ class AgentSpec(Protocol):
         ...
 
 
-__all__ = ["AgentSpec", "Hooks", "Mode", "NewMessage", "SessionTools", "TurnEnd"]
+__all__ = ["AgentSpec", "Fork", "Hooks", "Mode", "NewMessage", "SessionTools", "TurnEnd"]

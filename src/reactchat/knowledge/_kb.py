@@ -252,13 +252,40 @@ class KnowledgeBase:
             self._fileless.discard(session)  # a look at the files may have ended meanwhile
             self.changes += 1
 
+    async def copy_files(self, source: str, target: str) -> list[FileInfo]:
+        """Copy ``source``'s live files into ``target`` (a fork of it), each with its name, bytes,
+        retention and rounds so far; the copies are read again (the index keeps a file's chunks
+        with its session). Returns the copies."""
+        copies = []
+        for info in await self.files(source):
+            data = await self.data(source, info.id)
+            if data is None:  # expired meanwhile
+                continue
+            parsed = await pool().read(data, info.name, self.limits, self.chunk_chars, self.overlap, _silent)
+            self._fileless.discard(target)
+            self.changes += 1
+            row = await asyncio.to_thread(
+                self._store, target, info.name, data, info.retention, parsed, _silent, info.source, info.rounds
+            )
+            copies.append(FileInfo.of(row))
+        return copies
+
     def _full(self, name: str) -> FileRejected:
         return FileRejected(f"{name}: this session already has {self.max_files} files; clear some first", "full")
 
     def _store(
-        self, session: str, name: str, data: bytes, retention: int, parsed: Parsed, report: Report, source: str | None
+        self,
+        session: str,
+        name: str,
+        data: bytes,
+        retention: int,
+        parsed: Parsed,
+        report: Report,
+        source: str | None,
+        rounds: int = 0,
     ) -> FileRow:
-        """Embed (when dense) and store a read file in one transaction; the file limit is checked in it."""
+        """Embed (when dense) and store a read file in one transaction; the file limit is checked
+        in it. ``rounds``: the rounds it has already lived (a copy's)."""
         chunks = parsed.chunks
         done = parsed.pages or 1
         total = done + (len(chunks) if self.dense else 0)
@@ -279,7 +306,7 @@ class KnowledgeBase:
             pages=parsed.pages,
             chunks=len(chunks),
             retention=retention,
-            rounds=0,
+            rounds=rounds,
             created=time.time(),
             source=source,
         )
@@ -366,6 +393,10 @@ class KnowledgeBase:
         if self._index is not None:
             index, self._index = self._index, None
             await asyncio.to_thread(index.close)
+
+
+def _silent(done: int, total: int) -> None:
+    """A report nobody follows."""
 
 
 def fuse(rankings: Sequence[Sequence[tuple[int, float]]], k: int = RRF_K) -> list[tuple[int, float]]:

@@ -85,7 +85,8 @@ def attach(
 
     Adds ``search_files`` to a session's tools while it has live files, and counts a
     round after each finished turn (``done`` or ``stopped``; a turn waiting on an
-    ask_user question counts once, when it finishes). ``options`` go to
+    ask_user question counts once, when it finishes); a fork of a session (``agent.fork``)
+    gets copies of its files. ``options`` go to
     ``KnowledgeBase.for_store`` (``retention``, ``embeddings``...).
     """
     base = kb or KnowledgeBase.for_store(agent.store, **options)
@@ -103,7 +104,11 @@ def attach(
             # the files then live one round longer, and the operator sees why in the log
             log.exception("could not count the round of session %s for its uploaded files", session)
 
+    async def on_fork(original: str, new: str, store: Store) -> None:
+        await base.copy_files(original, new)
+
     agent.hooks.session_tools.append(session_tools)
     agent.hooks.turn_end.append(on_turn_end)
+    agent.hooks.fork.append(on_fork)
     agent.services[SERVICE] = base
     return base

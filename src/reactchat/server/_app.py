@@ -3,6 +3,7 @@
 POST   /v1/sessions                    → {"session": id}
 POST   /v1/sessions/{id}/messages      → SSE: one frame per event, then ``end``
 POST   /v1/sessions/{id}/cancel        → stops the running turn, on any worker (see ``_cancel``)
+POST   /v1/sessions/{id}/fork          → a new session from its events before a seq (see ``_fork``)
 GET    /v1/sessions                    → the newest sessions, summarised (``?limit=``)
 GET    /v1/sessions/{id}               → turns (with usage), status, pending question, files
 GET    /v1/sessions/{id}/events        → SSE from ``Last-Event-ID`` on (see ``_takeover``)
@@ -17,9 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from importlib import resources
 from importlib.util import find_spec
 from typing import Any
@@ -33,7 +32,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 from reactchat.agent import Agent
-from reactchat.cli.report import turn_view
+from reactchat.cli.report import forked_from, turn_view
 from reactchat.cli.retention import expire_sessions
 from reactchat.cli.tool_refs import close_tools, offered_tools
 from reactchat.engine.budget import Budget
@@ -43,9 +42,11 @@ from reactchat.server._artifacts import artifact_routes
 from reactchat.server._cancel import cancel_routes, watch_cancels
 from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
+from reactchat.server._fork import fork_routes
 from reactchat.server._guard import USER, Guard, Rate, owner
 from reactchat.server._lean import shortcut
 from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, Body, error, errors, streamed
+from reactchat.server._server import Server
 from reactchat.server._takeover import follow_routes, stop, watch_abandoned
 from reactchat.server._turns import Turns, TurnStream, failure_event, pending_view, sse, summary
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
@@ -103,46 +104,6 @@ class BudgetIn(Body):
     def limits(self, most: Budget | None) -> Budget:
         """These limits, held within the server's ``most``."""
         return Budget(self.tokens, self.cost, self.seconds, self.tool_calls).within(most)
-
-
-@dataclass
-class Server:
-    """What the routes share."""
-
-    config: ServerConfig
-    agent: Agent
-    store: Store
-    turns: Turns
-    files: Files | None
-    #: new sessions per client (see ``ServerConfig.max_new_sessions``)
-    new_sessions: Rate
-
-    def caller(self, request: Request) -> str:
-        """Who is calling: the user name under per-user tokens, else the client's address."""
-        user: str = getattr(request.state, USER, "")
-        if user:
-            return user
-        return request.client.host if request.client else ""
-
-    def scoped(self, request: Request, session: str | None) -> str | None:
-        """A session id in the caller's namespace: under per-user tokens ``alice`` asking for
-        ``notes`` gets ``alice:notes`` (an id already starting with ``alice:`` is kept)."""
-        user: str = getattr(request.state, USER, "")
-        if not user or session is None or owner(session) == user:
-            return session
-        return f"{user}:{session}"
-
-    async def create_session(self, request: Request, session: str | None = None) -> str:
-        """Create a session for the caller, within the caller's rate of new sessions (else a 429)."""
-        wait = self.new_sessions.take(self.caller(request))
-        if wait is not None:
-            raise HTTPException(
-                429, "too many new sessions from this client: retry later", headers={"Retry-After": f"{wait:.0f}"}
-            )
-        user: str = getattr(request.state, USER, "")
-        if user and session is None:
-            session = f"{user}:{uuid.uuid4().hex}"
-        return await self.store.create_session(session)
 
 
 def create_app(
@@ -368,6 +329,7 @@ def _session_routes(app: FastAPI, server: Server) -> None:
     file_routes(app, server)
     follow_routes(app, server)
     cancel_routes(app, server)
+    fork_routes(app, server)
 
 
 async def session_view(server: Server, session: str) -> dict[str, Any]:
@@ -384,6 +346,7 @@ async def session_view(server: Server, session: str) -> dict[str, Any]:
         "history": state.history(),
         "files": await server.files.list(session) if server.files is not None else [],
         "files_enabled": server.files is not None,
+        "forked_from": forked_from(await server.store.origin(session)),
     }
 
 

@@ -21,7 +21,7 @@ from reactchat.store import SessionNotFound
 from reactchat.store._artifacts import ArtifactStore, safe_name
 
 if TYPE_CHECKING:
-    from reactchat.server._app import Server
+    from reactchat.server._server import Server
 
 #: ``X-Content-Type-Options: nosniff`` is on every answer already (``_guard.SECURITY_HEADERS``)
 _SAFE_HEADERS = {

@@ -28,7 +28,7 @@ from reactchat.server._turns import summary
 from reactchat.store import SharedStore
 
 if TYPE_CHECKING:
-    from reactchat.server._app import Server
+    from reactchat.server._server import Server
 
 log = logging.getLogger("reactchat.server")
 

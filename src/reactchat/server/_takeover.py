@@ -33,7 +33,7 @@ from reactchat.server._turns import KEEPALIVE, SSE_HEADERS, event_frame, frame, 
 from reactchat.store import SharedStore
 
 if TYPE_CHECKING:
-    from reactchat.server._app import Server
+    from reactchat.server._server import Server
 
 log = logging.getLogger("reactchat.server")
 

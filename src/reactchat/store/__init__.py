@@ -93,6 +93,18 @@ class Store(Protocol):
         no turn of it is running."""
         ...
 
+    async def fork(self, session_id: str, before: int | None, new_id: str | None = None) -> str:
+        """A new session (``new_id``, else a random id) holding copies of the session's events
+        before seq ``before`` (all of them when None), each at the same seq, made in one
+        transaction; its origin is recorded (``origin``). ``SessionNotFound``; ``NoSuchEvent``
+        when ``before`` is not the seq of one of its events. The session itself is untouched."""
+        ...
+
+    async def origin(self, session_id: str) -> tuple[str, int] | None:
+        """Where a forked session came from: the original's id and the seq its copy stopped
+        before (one past its last event for a whole copy); None for a session that is no fork."""
+        ...
+
     async def close(self) -> None:
         """Release connections."""
         ...

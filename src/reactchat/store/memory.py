@@ -9,6 +9,7 @@ from dataclasses import replace
 from reactchat.messages import Event
 from reactchat.store import SessionNotFound
 from reactchat.store._artifacts import MAX_ARTIFACTS, MAX_SESSION_BYTES, Artifact, content_type
+from reactchat.store._fork import fork_point
 
 
 class MemoryStore:
@@ -23,6 +24,8 @@ class MemoryStore:
         #: session → when its last turn ended (or it was created), a Unix time
         self._active: dict[str, float] = {}
         self._artifacts: dict[str, dict[str, Artifact]] = {}
+        #: forked session → (original, the seq its copy stopped before)
+        self._origins: dict[str, tuple[str, int]] = {}
 
     async def create_session(self, session_id: str | None = None) -> str:
         """Create a session and return its id."""
@@ -119,8 +122,25 @@ class MemoryStore:
             return False
         self._locks.pop(session_id, None)
         self._artifacts.pop(session_id, None)
+        self._origins.pop(session_id, None)
         del self._active[session_id]
         return self._events.pop(session_id, None) is not None
+
+    async def fork(self, session_id: str, before: int | None, new_id: str | None = None) -> str:
+        """A new session holding copies of the events before ``before`` (all when None), same seqs."""
+        events = await self.events(session_id)
+        stop = fork_point(session_id, before, len(events))
+        new_id = await self.create_session(new_id)
+        if self._events[new_id]:
+            raise ValueError(f"cannot fork into session {new_id}: it already has events")
+        # copies keep their seq (a field the copy carries over): the log is the same up to ``stop``
+        self._events[new_id] = [event.model_copy(update={"session": new_id}) for event in events[: stop - 1]]
+        self._origins[new_id] = (session_id, stop)
+        return new_id
+
+    async def origin(self, session_id: str) -> tuple[str, int] | None:
+        """The original and the fork point of a forked session; None for any other."""
+        return self._origins.get(session_id)
 
     async def close(self) -> None:
         """Nothing to release."""

@@ -8,7 +8,8 @@ Schema: the SQLite store's ``sessions`` and ``events`` (created by the migration
 ``SCHEMA``, recorded in ``reactchat_migrations``; turn locks differ, see below); tables prefixed
 ``kb_`` belong to the knowledge base::
 
-    sessions(id TEXT PRIMARY KEY, created_at DOUBLE PRECISION)
+    sessions(id TEXT PRIMARY KEY, created_at DOUBLE PRECISION, active_at DOUBLE PRECISION,
+             forked_from TEXT, forked_before INTEGER)   -- a fork's origin (``fork``)
     events(session TEXT → sessions.id ON DELETE CASCADE, seq INTEGER,   -- 1, 2, 3… per session
            turn INTEGER, step INTEGER, type TEXT, at DOUBLE PRECISION,
            body JSON,                       -- the event as written by ``EVENTS.dump_json``
@@ -54,6 +55,7 @@ from reactchat.store import SessionNotFound
 from reactchat.store import _migrations as migrations
 from reactchat.store._artifacts import MAX_ARTIFACTS, MAX_SESSION_BYTES, PRUNE, Artifact, content_type
 from reactchat.store._batch import Batcher
+from reactchat.store._fork import Rebase, fork_point
 from reactchat.store._migrations import Schema, mark_interrupted
 from reactchat.store._views import TurnViews, View
 
@@ -127,6 +129,12 @@ SCHEMA.add(
         PRIMARY KEY (session, name)
     )""",
 )
+SCHEMA.add(
+    7,
+    "m007_fork_origin",  # a forked session's original and the seq its copy stopped before (``fork``)
+    "ALTER TABLE sessions ADD COLUMN forked_from TEXT",
+    "ALTER TABLE sessions ADD COLUMN forked_before INTEGER",
+)
 
 #: one statement for a whole batch of events, from any number of sessions: each row's
 #: ``seq`` is the session's last one plus its rank among the batch's rows of that session
@@ -138,6 +146,21 @@ SELECT r.session, COALESCE((SELECT MAX(e.seq) FROM events e WHERE e.session = r.
        r.turn, r.step, r.type, r.at, r.body::json
 FROM json_to_recordset(%s::json) AS r(session text, rank int, turn int, step int, type text, at float8, body text)
 RETURNING session, seq"""
+
+#: a fork: the original's last seq (no row: no such session), its row locked against a delete
+_FORK_LAST = """SELECT (SELECT coalesce(max(seq), 0) FROM events WHERE session = s.id) FROM sessions s
+WHERE s.id = %s FOR SHARE"""
+#: a fork's session row (an id already taken is a ``UniqueViolation``: a fork never merges)
+_FORK_SESSION = """INSERT INTO sessions (id, created_at, active_at, forked_from, forked_before)
+VALUES (%s, %s, %s, %s, %s)"""
+#: a fork's copy of the events whose JSON starts with the original's head (``Rebase``): every
+#: event reactchat writes; ``_FORK_OTHERS`` are the rest, rewritten in Python
+_FORK_COPY = """INSERT INTO events (session, seq, turn, step, type, at, body)
+SELECT %(new)s, seq, turn, step, type, at, (%(new_head)s || substr(body::text, length(%(head)s) + 1))::json
+FROM events WHERE session = %(old)s AND seq < %(stop)s AND starts_with(body::text, %(head)s)"""
+_FORK_OTHERS = """SELECT seq, turn, step, type, at, body::text FROM events
+WHERE session = %(old)s AND seq < %(stop)s AND NOT starts_with(body::text, %(head)s) ORDER BY seq"""
+_FORK_INSERT = "INSERT INTO events (session, seq, turn, step, type, at, body) VALUES (%s, %s, %s, %s, %s, %s, %s::json)"
 
 #: a new session (an id given twice, or already taken, is left as it is)
 _CREATE = "INSERT INTO sessions (id, created_at, active_at) VALUES (%s, %s, %s) ON CONFLICT (id) DO NOTHING"
@@ -410,6 +433,40 @@ class PostgresStore:
                 return row is not None and row[0] > 0
             cursor = await db.execute("DELETE FROM sessions WHERE id = %s", (session_id,))
             return cursor.rowcount > 0
+
+    async def fork(self, session_id: str, before: int | None, new_id: str | None = None) -> str:
+        """A new session holding copies of the events before ``before`` (all when None), same
+        seqs, with its origin, in one transaction (see ``Store.fork``). The original's row is
+        locked for the copy (``FOR SHARE``): it cannot be deleted halfway."""
+        new_id = new_id or uuid.uuid4().hex
+        rebase = Rebase(session_id, new_id)
+        async with self._db() as db, db.transaction():
+            cursor = await db.execute(_FORK_LAST, (session_id,))
+            found = await cursor.fetchone()
+            if found is None:
+                raise SessionNotFound(session_id)
+            stop = fork_point(session_id, before, found[0])
+            now = time.time()
+            heads = {"new": new_id, "old": session_id, "stop": stop, "head": rebase.head, "new_head": rebase.new_head}
+            async with db.pipeline():  # one round trip for the three
+                await db.execute(_FORK_SESSION, (new_id, now, now, session_id, stop))
+                # copied by the server, each body's head rewritten (one statement, not a row each)
+                await db.execute(_FORK_COPY, heads)
+                cursor = await db.execute(_FORK_OTHERS, heads)  # a body written otherwise: rewritten here
+            rows = [
+                (new_id, seq, turn, step, kind, at, rebase(seq, body))
+                for seq, turn, step, kind, at, body in await cursor.fetchall()
+            ]
+            if rows:
+                await db.cursor().executemany(_FORK_INSERT, rows)
+        return new_id
+
+    async def origin(self, session_id: str) -> tuple[str, int] | None:
+        """The original and the fork point of a forked session; None for any other."""
+        async with self._db() as db:
+            cursor = await db.execute("SELECT forked_from, forked_before FROM sessions WHERE id = %s", (session_id,))
+            row = await cursor.fetchone()
+        return (row[0], row[1]) if row is not None and row[0] is not None else None
 
     # ------------------------------------------------------------------ events
 

@@ -9,7 +9,8 @@ prefixed ``kb_`` for the knowledge base, and must leave these alone)::
 
     reactchat_migrations(name TEXT PRIMARY KEY, applied_at REAL)   -- see store/_migrations.py
     sessions(id TEXT PRIMARY KEY, created_at REAL,
-             active_at REAL)                -- when its last turn ended (or it was created)
+             active_at REAL,                -- when its last turn ended (or it was created)
+             forked_from TEXT, forked_before INTEGER)   -- a fork's origin (``fork``)
     events(session TEXT → sessions.id ON DELETE CASCADE, seq INTEGER,   -- 1, 2, 3… per session
            turn INTEGER, step INTEGER, type TEXT, at REAL,
            body TEXT,                       -- the event as JSON (``EVENTS.dump_json``)
@@ -60,6 +61,7 @@ from reactchat.messages import Event, stored_event, stored_json
 from reactchat.store import SessionNotFound
 from reactchat.store import _migrations as migrations
 from reactchat.store._artifacts import MAX_ARTIFACTS, MAX_SESSION_BYTES, PRUNE, Artifact, content_type
+from reactchat.store._fork import Rebase, fork_point
 from reactchat.store._migrations import Schema, mark_interrupted
 from reactchat.store._views import TurnViews, View
 
@@ -145,6 +147,12 @@ SCHEMA.add(
         data BLOB NOT NULL,
         PRIMARY KEY (session, name)
     ) WITHOUT ROWID""",
+)
+SCHEMA.add(
+    7,
+    "m007_fork_origin",  # a forked session's original and the seq its copy stopped before (``fork``)
+    "ALTER TABLE sessions ADD COLUMN forked_from TEXT",
+    "ALTER TABLE sessions ADD COLUMN forked_before INTEGER",
 )
 
 
@@ -421,6 +429,41 @@ class SqliteStore:
 
         self._views.take(session_id)
         return await self._call(delete, write=True)
+
+    async def fork(self, session_id: str, before: int | None, new_id: str | None = None) -> str:
+        """A new session holding copies of the events before ``before`` (all when None), same
+        seqs, with its origin, in one transaction (see ``Store.fork``)."""
+        new_id = new_id or uuid.uuid4().hex
+        rebase = Rebase(session_id, new_id)
+
+        def copy(db: sqlite3.Connection) -> None:
+            with _immediate(db):
+                if not _exists(db, session_id):
+                    raise SessionNotFound(session_id)
+                (last,) = db.execute(_LAST_SEQ, (session_id,)).fetchone()
+                stop = fork_point(session_id, before, last)
+                now = time.time()
+                db.execute(_FORK_SESSION, (new_id, now, session_id, stop))
+                rows = db.execute(_FORK_EVENTS, (session_id, stop)).fetchall()
+                db.executemany(
+                    "INSERT INTO events (session, seq, turn, step, type, at, body) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    [
+                        (new_id, seq, turn, step, kind, at, rebase(seq, body))
+                        for seq, turn, step, kind, at, body in rows
+                    ],
+                )
+
+        await self._call(copy, write=True)
+        return new_id
+
+    async def origin(self, session_id: str) -> tuple[str, int] | None:
+        """The original and the fork point of a forked session; None for any other."""
+
+        def read(db: sqlite3.Connection) -> tuple[str, int] | None:
+            row = db.execute("SELECT forked_from, forked_before FROM sessions WHERE id = ?", (session_id,)).fetchone()
+            return (row[0], row[1]) if row is not None and row[0] is not None else None
+
+        return await self._call(read)
 
     # ------------------------------------------------------------------ events
 
@@ -715,6 +758,11 @@ _TURN_EVENTS = """SELECT seq, body FROM events WHERE session = ?1 AND (
     OR turn >= (SELECT turn FROM events WHERE session = ?1 ORDER BY seq DESC LIMIT 1)
     OR seq IN (SELECT min(seq) FROM events WHERE session = ?1 GROUP BY turn)
 ) ORDER BY seq"""
+#: a fork's session row (an id already taken is an ``IntegrityError``: a fork never merges)
+_FORK_SESSION = """INSERT INTO sessions (id, created_at, active_at, forked_from, forked_before)
+VALUES (?1, ?2, ?2, ?3, ?4)"""
+_LAST_SEQ = "SELECT coalesce(max(seq), 0) FROM events WHERE session = ?"
+_FORK_EVENTS = "SELECT seq, turn, step, type, at, body FROM events WHERE session = ? AND seq < ? ORDER BY seq"
 _LAST = "SELECT seq, body FROM events WHERE session = ? ORDER BY seq DESC LIMIT 1"
 _SINCE = "SELECT seq, body FROM events WHERE session = ? AND seq > ? ORDER BY seq"
 _HOLDER = "SELECT owner, host, pid, expires FROM session_locks WHERE session = ?"

@@ -1,0 +1,179 @@
+"""What a recorded session's model said and its tools returned, served again in order.
+
+A stored session keeps every model reply as events (a step's ``ThoughtEvent`` with its raw
+text and its ``ActionEvent``s, an ``AnswerEvent``, a planner's ``PlanEvent``, a rejected
+trial's reflection, a refused step's ``ErrorEvent``), not the replies themselves:
+``recorded_replies`` rebuilds each reply in the form today's protocol reads (text for the
+text protocol, tool calls for the native one, JSON for a planner), which it learns from
+the request it answers.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from reactchat.errors import Diverged
+from reactchat.messages import (
+    ActionEvent,
+    AnswerEvent,
+    ErrorEvent,
+    Event,
+    ObservationEvent,
+    PlanEvent,
+    Reply,
+    Request,
+    TextPart,
+    ThoughtEvent,
+    ToolCallPart,
+    TrialEvent,
+    Usage,
+)
+from reactchat.tools import Tool
+
+
+@dataclass(frozen=True)
+class RecordedReply:
+    """One model call of the record: the event it produced and, for a step, its tool calls."""
+
+    event: Event
+    actions: tuple[ActionEvent, ...] = ()
+    #: the top-level answer of a planning turn: the planner wrote it, as JSON
+    planner: bool = False
+
+
+def recorded_replies(events: list[Event]) -> list[RecordedReply]:
+    """The model calls of a recorded session, in the order they were made."""
+    actions: dict[tuple[int, str, int], list[ActionEvent]] = defaultdict(list)
+    planning = {(e.turn, e.run) for e in events if isinstance(e, PlanEvent)}
+    for event in events:
+        if isinstance(event, ActionEvent):
+            actions[(event.turn, event.run, event.step)].append(event)
+    replies: list[RecordedReply] = []
+    for event in events:
+        if isinstance(event, ThoughtEvent):
+            replies.append(RecordedReply(event, tuple(actions[(event.turn, event.run, event.step)])))
+        elif isinstance(event, PlanEvent) and event.usage is not None:
+            replies.append(RecordedReply(event))
+        elif isinstance(event, AnswerEvent | TrialEvent) and event.usage is not None:
+            replies.append(RecordedReply(event, planner=(event.turn, event.run) in planning))
+        elif isinstance(event, ErrorEvent) and event.correction:
+            replies.append(RecordedReply(event))
+    return replies
+
+
+def reply_for(recorded: RecordedReply, request: Request) -> Reply:
+    """The recorded reply in the form ``request``'s protocol reads."""
+    event = recorded.event
+    usage = getattr(event, "usage", None) or Usage()
+    if isinstance(event, ThoughtEvent):
+        if request.tools:  # native tool calling: the calls as parts
+            parts: list[TextPart | ToolCallPart] = [TextPart(text=event.raw)] if event.raw else []
+            parts += [ToolCallPart(id=a.call_id, name=a.tool, input=a.input) for a in recorded.actions]
+            return Reply(parts=parts, stop_reason="tool_use" if recorded.actions else "end", usage=usage)
+        return _text(event.raw, usage)
+    if isinstance(event, AnswerEvent):
+        if recorded.planner:
+            return _text(json.dumps({"action": "answer", "answer": event.text}, ensure_ascii=False), usage)
+        if request.react is not None:  # the text protocol: the pack's own labels
+            labels = request.react
+            thought = f"{labels.thought}: {event.thought}\n" if event.thought else ""
+            return _text(f"{thought}{labels.final_answer}: {event.text}", usage)
+        return _text(event.text, usage)
+    if isinstance(event, PlanEvent):
+        steps = [{"task": s.task, **({"agent": s.agent} if s.agent else {})} for s in event.steps]
+        body: dict[str, Any] = {"steps": steps}
+        if event.decision != "plan":
+            body = {"action": event.decision} | ({"steps": steps} if event.decision == "revise" else {})
+        return _text(json.dumps(body, ensure_ascii=False), usage)
+    if isinstance(event, TrialEvent):
+        return _text(event.reflection, usage)
+    assert isinstance(event, ErrorEvent)
+    return _text(event.raw, usage)
+
+
+def _text(text: str, usage: Usage) -> Reply:
+    return Reply(parts=[TextPart(text=text)], stop_reason="end", usage=usage)
+
+
+class ReplayModel:
+    """A model that answers from a record: the recorded replies in order, whatever it is
+    asked; ``Diverged`` when asked once more than was recorded. ``.requests`` holds every
+    request it received (``--strict`` compares them)."""
+
+    supports_tools = True
+    context_tokens: int | None = None
+
+    def __init__(self, replies: list[RecordedReply], *, name: str = "replay") -> None:
+        self.replies = replies
+        self.requests: list[Request] = []
+        self.name = name
+
+    async def complete(self, request: Request) -> Reply:
+        """The next recorded reply."""
+        index = len(self.requests)
+        self.requests.append(request)
+        if index >= len(self.replies):
+            last = self.replies[-1].event if self.replies else None
+            raise Diverged(
+                last.turn if last else 0,
+                last.step + 1 if last else 0,
+                last.agent if last else "",
+                f"no more model calls (the record has {len(self.replies)})",
+                f"model call number {index + 1}",
+            )
+        return reply_for(self.replies[index], request)
+
+    @property
+    def remaining(self) -> int:
+        """How many recorded replies were not asked for."""
+        return len(self.replies) - len(self.requests)
+
+
+class RecordedResults:
+    """The recorded results of a session's tool calls, by tool and arguments, in order."""
+
+    def __init__(self, events: list[Event]) -> None:
+        calls = {e.call_id: e for e in events if isinstance(e, ActionEvent)}
+        self._results: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        for event in events:
+            if isinstance(event, ObservationEvent) and event.call_id in calls:
+                action = calls[event.call_id]
+                self._results[event.tool].append((canonical(action.input), event.text))
+
+    def take(self, tool: str, arguments: dict[str, Any]) -> str | None:
+        """The first unused recorded result of ``tool`` called with ``arguments``, or None."""
+        key = canonical(arguments)
+        held = self._results.get(tool, [])
+        for i, (recorded, text) in enumerate(held):
+            if recorded == key:
+                del held[i]
+                return text
+        return None
+
+
+def canonical(value: Any) -> str:
+    """Arguments as comparable text: JSON with sorted keys."""
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+
+
+def answering(tool: Tool, results: RecordedResults) -> Tool:
+    """``tool`` as replay sees it (same name, schema, approval), answering from ``results``."""
+
+    async def recorded(**arguments: Any) -> str:
+        for name in tool.context_params:
+            arguments.pop(name, None)
+        text = results.take(tool.name, arguments)
+        if text is None:
+            # the engine makes an error observation of this; the comparison of the calls reports it
+            raise LookupError(f"replay: no recorded call of {tool.name} with {canonical(arguments)}")
+        return text
+
+    # a copy keeps today's name, schema, validation, effect and approval; only the call changes
+    # (a Tool cannot be built from a ``**arguments`` function: a model could not be told its schema)
+    replayed = copy.copy(tool)
+    replayed.fn, replayed.is_async, replayed.timeout = recorded, True, None
+    return replayed

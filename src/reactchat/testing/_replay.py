@@ -1,0 +1,210 @@
+"""``replay(agent, source)``: run a recorded session again with today's code, no model, no tool.
+
+Each message the user sent (a turn's first message, a reply to a question or an approval)
+is sent again, in order, to a copy of ``agent`` on a new memory store whose model serves
+the recorded replies (``ReplayModel``) and whose tools answer with the recorded results of
+the same calls (``answering``); sub-agents are copied the same way. After each message the
+replayed session's decisions are compared with the record's; the first difference is a
+``Diverged`` (turn, step, agent, expected, got).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from reactchat.agent import Agent
+from reactchat.engine.spec import Hooks
+from reactchat.errors import Diverged
+from reactchat.messages import (
+    ActionEvent,
+    AnswerEvent,
+    ErrorEvent,
+    Event,
+    ObservationEvent,
+    PlanEvent,
+    QuestionEvent,
+    ThoughtEvent,
+    TrialEvent,
+    UserEvent,
+)
+from reactchat.orchestration.nested import SubAgent
+from reactchat.store import Store, resolve_store
+from reactchat.testing._export import Record, read_record
+from reactchat.testing._model import RecordedResults, ReplayModel, answering, canonical, recorded_replies
+from reactchat.toolbox import ask_user
+from reactchat.tools import Tool
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """A replay that matched its record: the replayed session's events and what it took."""
+
+    session: str
+    events: list[Event] = field(repr=False)
+    messages: int
+    model_calls: int
+
+
+async def load(source: str | Path | Record, store: Store | None = None) -> Record:
+    """The record to replay: an exported file's path, or a session id in ``store``."""
+    if isinstance(source, Record):
+        return source
+    if is_file(source):
+        with Path(source).open(encoding="utf-8") as file:
+            return read_record(file)
+    if store is None:
+        raise ValueError(f"{source!r} is not a file: give the store that holds session {source}")
+    return Record(str(source), await store.events(str(source)))
+
+
+def is_file(source: str | Path) -> bool:
+    """Whether ``source`` names an exported file rather than a session id."""
+    return isinstance(source, Path) or source.endswith(".jsonl") or Path(source).is_file()
+
+
+async def replay(agent: Agent, source: str | Path | Record, *, strict: bool = False) -> Replayed:
+    """Run the recorded session ``source`` (an exported ``.jsonl`` file, a ``Record``, or a
+    session id in ``agent.store``) again with ``agent``'s code, prompts and tools; raise
+    ``Diverged`` at the first call, answer or pause that differs from the record.
+
+    ``strict`` compares the thoughts, observations, questions, plans, trials and corrections
+    too, and that every recorded model reply was asked for (the store keeps replies, not
+    prompts: the prompts themselves cannot be compared)."""
+    # a file is read without opening the agent's store
+    record = await load(source, None if isinstance(source, Record) or is_file(source) else agent.store)
+    model = ReplayModel(recorded_replies(record.events))
+    store = resolve_store("memory:")
+    clone = _replaying(agent, model, RecordedResults(record.events), store)
+    expected = decisions(record.events, strict)
+    messages = [i for i, e in enumerate(record.events) if _is_message(record.events, i)]
+    session: str | None = None
+    try:
+        for n, index in enumerate(messages):
+            event = record.events[index]
+            assert isinstance(event, UserEvent)
+            end = messages[n + 1] if n + 1 < len(messages) else len(record.events)
+            window = sum(1 for e in expected if e[0] < end)
+            try:
+                result = await clone.arun(event.text, session)
+            except Diverged:
+                # the model was asked once too often: the first difference before that explains it
+                for held in await store.list_sessions(limit=1):
+                    got = decisions(await store.events(held), strict)
+                    _compare(expected[:window], got, missing="a further model call, which the record does not have")
+                raise
+            session = result.session
+            _compare(expected[:window], decisions(await store.events(session), strict))
+        if strict and model.remaining:
+            last = record.events[-1]
+            raise Diverged(last.turn, last.step, last.agent, f"{model.remaining} more model calls", "none")
+        events = await store.events(session) if session is not None else []
+    finally:
+        await store.close()
+    return Replayed(session or "", events, len(messages), len(model.requests))
+
+
+def _is_message(events: list[Event], index: int) -> bool:
+    """Whether the event at ``index`` is a message the user sent: a turn's first, or the
+    reply to the question (or approval) just before it."""
+    event = events[index]
+    if not isinstance(event, UserEvent):
+        return False
+    return (event.run == "" and event.step == 0) or (index > 0 and isinstance(events[index - 1], QuestionEvent))
+
+
+Decision = tuple[int, Event, str]
+
+
+def decisions(events: Iterable[Event], strict: bool = False) -> list[Decision]:
+    """What a replay must repeat, in order: (index in ``events``, event, description)."""
+    found: list[Decision] = []
+    for i, event in enumerate(events):
+        text = _describe(event, strict)
+        if text is not None:
+            found.append((i, event, text))
+    return found
+
+
+def _describe(event: Event, strict: bool) -> str | None:
+    if isinstance(event, ActionEvent):
+        return f"call {event.tool} {canonical(event.input)}"
+    if isinstance(event, AnswerEvent):
+        return f"answer ({event.status}{', ' + event.reason if event.reason else ''}): {event.text}"
+    if isinstance(event, QuestionEvent):
+        return f"waits for {event.kind}: {event.question}" if strict else f"waits for {event.kind}"
+    if isinstance(event, ObservationEvent):
+        # a recorded result served again fails only if today's tool refuses the call
+        result = f"result of {event.tool}{' (error)' if event.is_error else ''}"
+        return f"{result}: {event.text}" if strict else result
+    if not strict:
+        return None
+    if isinstance(event, ThoughtEvent):
+        return f"thought: {event.text}"
+    if isinstance(event, PlanEvent):
+        steps = json.dumps([s.model_dump() for s in event.steps], ensure_ascii=False)
+        return f"plan {event.version} ({event.decision}): {steps}"
+    if isinstance(event, TrialEvent):
+        verdict = "accepted" if event.accepted else f"rejected: {event.feedback}"
+        return f"trial {event.trial} {verdict}"
+    if isinstance(event, ErrorEvent):
+        return f"{event.kind} error: {event.message}"
+    return None
+
+
+def _compare(
+    expected: list[Decision], got: list[Decision], missing: str = "nothing (the turn ended or waited before it)"
+) -> None:
+    """``Diverged`` at the first decision that differs (or is missing, or is one too many)."""
+    for i in range(max(len(expected), len(got))):
+        want = expected[i] if i < len(expected) else None
+        have = got[i] if i < len(got) else None
+        if want is not None and have is not None and want[2] == have[2] and want[1].agent == have[1].agent:
+            continue
+        at = (want or have)[1]  # type: ignore[index]
+        raise Diverged(
+            at.turn,
+            at.step,
+            at.agent,
+            _said(want) if want else "nothing more (the turn ended here)",
+            _said(have) if have else missing,
+        )
+
+
+def _said(decision: Decision) -> str:
+    event = decision[1]
+    where = f" [{event.agent}]" if event.agent else ""
+    return f"{decision[2]}{where}"
+
+
+def _replaying(agent: Agent, model: ReplayModel, results: RecordedResults, store: Store | None = None) -> Agent:
+    """A copy of ``agent`` (and of its sub-agents) on the replay model, with tools that answer
+    from the record. The original is untouched; tools listed at run time (MCP toolsets,
+    session hooks such as uploaded files' search) are not carried over."""
+    # a copy, not a new Agent(...): it keeps every setting of today's agent, whatever it has
+    clone = copy.copy(agent)
+    clone._model = model
+    if store is not None:
+        clone._store = store
+    clone.tools = [_tool(t, model, results) for t in agent.tools]
+    clone.toolsets = []
+    clone.hooks = Hooks(lambda: clone.store)
+    return clone
+
+
+def _tool(tool: Tool, model: ReplayModel, results: RecordedResults) -> Tool:
+    if isinstance(tool, SubAgent) and isinstance(tool.agent, Agent):
+        return SubAgent(_replaying(tool.agent, model, results), memory=tool.memory)
+    if tool is ask_user:  # a pause, not a call: its answer is the recorded reply, sent as a message
+        return tool
+    return answering(tool, results)
+
+
+def replay_sync(agent: Agent, source: str | Path | Record, **options: Any) -> Replayed:
+    """``replay`` from synchronous code (a plain pytest test)."""
+    return asyncio.run(replay(agent, source, **options))
