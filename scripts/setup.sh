@@ -28,4 +28,6 @@ fi
 # the CPU build of torch first, so that sentence-transformers does not pull a CUDA one
 .venv/bin/pip install -q "torch==2.13.0"
 .venv/bin/pip install -q -e ".[all,dev]"
+# the public suites' data (the `suites` extra) without its pins, which would downgrade numpy
+.venv/bin/pip install -q --no-deps "bfcl-eval==2026.3.23"
 echo "reactchat is set up: .venv/bin/reactchat ask \"What is 80.16 * 1.15?\""

@@ -18,6 +18,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar, TextIO
 
+from reactchat.cli import eval as eval_verb
 from reactchat.cli import record, worker
 from reactchat.cli.report import raw_reply
 from reactchat.cli.retention import days
@@ -415,6 +416,7 @@ def parser() -> argparse.ArgumentParser:
     for p in (sessions, show, fork):
         database(p)
     RECORDED.update(record.add_parsers(commands, database))  # export, import, replay
+    eval_verb.add_parser(commands, common)
     serve = commands.add_parser("serve", help="HTTP API and web chat page")
     common(serve)
     serve.add_argument("--host", default="127.0.0.1")
@@ -458,6 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sessions": _sessions,
             "show": _show,
             "fork": _fork,
+            "eval": eval_verb.run,
             **RECORDED,
         }
         runner = verbs[args.command]

@@ -1,0 +1,1 @@
+"""Public agent benchmarks run through ``reactchat.evals`` (data from installed wheels)."""
