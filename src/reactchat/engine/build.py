@@ -30,18 +30,19 @@ def transcript(
     question: str,
     system: str | None = None,
     output: Output | None = None,
+    summary: str = "",
 ) -> Transcript:
     """A new transcript of ``agent``'s protocol for one run (``system`` replaces the agent's;
-    a typed answer's schema is added to it)."""
+    a typed answer's schema is added to it; ``summary`` is that of the turns before ``history``)."""
     system = system if system is not None else agent.system
     output = output or agent.output
     typed = output.instructions() if output is not None else None
     if agent.protocol == "native":
         native = "\n\n".join(filter(None, [system or SYSTEM, typed]))
-        return NativeTranscript(agent.pack, tools, history, question, native)
+        return NativeTranscript(agent.pack, tools, history, question, native, summary)
     few_shot = agent.few_shot if agent.few_shot is not None else getattr(agent.model, "few_shot", False)
     instructions = "\n\n".join(filter(None, [system, typed])) or None
-    return ReactTranscript(agent.pack, tools, history, question, instructions, few_shot)
+    return ReactTranscript(agent.pack, tools, history, question, instructions, few_shot, summary)
 
 
 async def make_loop(
@@ -62,6 +63,7 @@ async def make_loop(
     release: str | None = None,
     max_depth: int | None = None,
     spending: Spending | None = None,
+    summary: str = "",
 ) -> Loop:
     """The ReAct loop of ``agent`` for one run (not replayed: see ``Loop.replay``).
 
@@ -71,7 +73,8 @@ async def make_loop(
     the run appends to it later, a nested run sees); ``release`` is the owner of the turn's
     lock when this run's final answer ends the turn (the lock then ends in the answer's own
     store transaction); ``runners`` pick what runs the nested runs it starts; ``spending`` is
-    what the turn has spent of its budget, shared by every run of the turn.
+    what the turn has spent of its budget, shared by every run of the turn; ``summary``
+    is the compaction of the turns before ``history``.
     """
     store = store or agent.store
     output = output or agent.output
@@ -89,7 +92,7 @@ async def make_loop(
         model=model,
         store=store,
         tools={t.name: t for t in tools},
-        transcript=transcript(agent, [t.spec for t in tools], history, question, system, output),
+        transcript=transcript(agent, [t.spec for t in tools], history, question, system, output, summary),
         max_steps=agent.max_steps,
         max_observation=agent.max_observation_chars,
         context_chars=context,
@@ -110,6 +113,7 @@ async def make_loop(
         in_doubt=agent.in_doubt,
         parallel_tools=agent.parallel_tools,
         spending=spending,
+        compact_at=agent.compact_at,
     )
 
 

@@ -22,6 +22,7 @@ from reactchat.engine import approval
 from reactchat.engine.approval import Policy
 from reactchat.engine.budget import Spending
 from reactchat.engine.calls import ONE_QUESTION
+from reactchat.engine.compaction import compact_steps
 from reactchat.engine.guards import RepeatGuard
 from reactchat.engine.output import Output, OutputInvalid
 from reactchat.engine.recovery import Recovery
@@ -130,6 +131,8 @@ class Loop(Recovery):
     parallel_tools: int = 8
     #: what the turn has spent of its budget (one for every run of the turn), if it has one
     spending: Spending | None = None
+    #: the share of ``context_chars`` past which the oldest steps are summarised (None: never)
+    compact_at: float | None = None
     step: int = field(default=0, init=False)
     #: the OpenTelemetry span of this run (``tracing.NO_TRACE`` when not traced)
     trace: TurnTrace = field(default=NO_TRACE, init=False)
@@ -282,6 +285,10 @@ class Loop(Recovery):
             if self.repeats.exhausted:
                 yield await self.best_effort("repeated_action")
                 return
+            if self.compact_at is not None and self.transcript.size > self.compact_at * self.context_chars:
+                compacted = await compact_steps(self)  # None: fit_context elides instead
+                if compacted is not None:
+                    yield compacted
             request = self.fit_context()
             if request is None:
                 yield await self.best_effort("context")
