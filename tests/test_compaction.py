@@ -4,10 +4,14 @@ and what the oldest turns and steps said stays reachable through stored summarie
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
+import httpx
 import pytest
 
 from reactchat import Agent, tool
+from reactchat.agent import _thread_loop
+from reactchat.cli.report import session_tree
 from reactchat.errors import ConfigError
 from reactchat.messages import (
     AnswerEvent,
@@ -22,6 +26,8 @@ from reactchat.messages import (
 )
 from reactchat.models import ModelError
 from reactchat.protocols.packs import PACKS
+from reactchat.server import create_app
+from server_support import running
 
 SUMMARY = PACKS["en"].summary_system
 FACT = re.compile(r"code (\d+) is (\d+)")
@@ -270,3 +276,20 @@ async def test_compaction_of_steps_survives_a_pause_and_replay() -> None:
 def test_compact_at_out_of_range_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="compact_at"):
         Agent(Oracle(), compact_at=1.5)
+
+
+def test_show_and_the_session_endpoint_show_the_summary(tmp_path: Path) -> None:
+    agent = Agent(Oracle(), store=f"sqlite:///{tmp_path / 's.db'}", compact_at=0.8, context_tokens=3000, ask_user=False)
+    session = None
+    for n in range(1, 4):
+        session = agent.run(f"remember code {n} is {value(n)}", session).session
+    assert session is not None
+    _thread_loop().run(agent.compact(session))
+    state = _thread_loop().run(agent.state(session))
+    assert f"Summary of turns 1-3: 1={value(1)} 2={value(2)} 3={value(3)}" in session_tree(state)
+    with running(create_app(agent)) as url:
+        body = httpx.get(f"{url}/v1/sessions/{session}").json()
+    stored = [e for turn in body["turns"] for e in turn["events"] if e["type"] == "compaction"]
+    assert stored == [
+        {**stored[0], "covers": "turns", "through_turn": 3, "summary": f"1={value(1)} 2={value(2)} 3={value(3)}"}
+    ]

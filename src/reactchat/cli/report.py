@@ -16,6 +16,7 @@ from reactchat.engine.usage import UsageTotal, total
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
+    CompactionEvent,
     ErrorEvent,
     Event,
     ObservationEvent,
@@ -184,6 +185,9 @@ def _line(event: Event) -> str | None:
         return f"Final Answer{stopped}: {event.text}"
     if isinstance(event, ErrorEvent):
         return f"Format error: {event.message}" if event.correction else f"Error ({event.kind}): {event.message}"
+    if isinstance(event, CompactionEvent):
+        covered = f"turns 1-{event.through_turn}" if event.covers == "turns" else f"steps 1-{event.through_step}"
+        return f"Summary of {covered}: {event.summary}"
     return None
 
 
