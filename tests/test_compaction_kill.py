@@ -63,6 +63,16 @@ async def test_a_sigkill_during_compaction_leaves_the_session_as_it_was(tmp_path
     assert len(compactions) == 1 and compactions[0].turn == 101
     assert all(known(compactions[0].summary)[n] == value(n) for n in range(1, compactions[0].through_turn + 1))
     await again.store.close()
+    # two turns later, each read afresh from the file: the summary of an earlier turn is read
+    # with the questions and answers, and carried instead of compacting again
+    for question in ("what is code 7?", "what is code 5?"):
+        oracle = Oracle()
+        later = agent_of(url, oracle)
+        result = await later.arun(question, session)
+        await later.store.close()
+    assert result.answer == f"code 5 is {value(5)}"
+    assert "Summary of the earlier conversation:" in oracle.requests[-1].messages[1].content
+    assert not oracle.summaries
 
 
 async def _child(url: str, session: str) -> None:
