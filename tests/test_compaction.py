@@ -30,6 +30,7 @@ from reactchat.server import create_app
 from server_support import running
 
 SUMMARY = PACKS["en"].summary_system
+SUMMARIES = {pack.summary_system for pack in PACKS.values()}
 FACT = re.compile(r"code (\d+) is (\d+)")
 SHORT = re.compile(r"\b(\d+)=(\d+)\b")
 
@@ -77,7 +78,7 @@ class Oracle:
     async def complete(self, request: Request) -> Reply:
         """A summary, a tool call or an answer."""
         usage = Usage(input_tokens=len(prompt_text(request)) // 4, output_tokens=10)
-        if request.messages[0].content == SUMMARY:
+        if request.messages[0].content in SUMMARIES:
             self.summaries.append(request)
             if self.fail == "error":
                 raise ModelError("the summary call failed")
@@ -293,3 +294,16 @@ def test_show_and_the_session_endpoint_show_the_summary(tmp_path: Path) -> None:
     assert stored == [
         {**stored[0], "covers": "turns", "through_turn": 3, "summary": f"1={value(1)} 2={value(2)} 3={value(3)}"}
     ]
+
+
+async def test_the_summary_prompt_and_its_header_come_from_the_prompt_pack() -> None:
+    oracle = Oracle()
+    agent = Agent(oracle, language="fr", compact_at=0.8, context_tokens=3000, ask_user=False)
+    session = None
+    for n in range(1, 4):
+        session = (await agent.arun(f"remember code {n} is {value(n)}", session)).session
+    assert session is not None and await agent.compact(session) is not None
+    assert oracle.summaries[-1].messages[1].content.startswith("Résumé jusqu'ici :")
+    result = await agent.arun("what is code 1?", session)
+    assert result.answer == f"code 1 is {value(1)}"
+    assert "Résumé de la conversation précédente :" in oracle.requests[-1].messages[1].content
