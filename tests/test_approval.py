@@ -12,7 +12,7 @@ import pytest
 from reactchat import Agent, ScriptedModel, tool
 from reactchat.engine.approval import decide, question, refusal
 from reactchat.engine.session import RunResult
-from reactchat.messages import UserEvent
+from reactchat.messages import Event, StartedEvent, UserEvent
 from reactchat.models._scripted import tool_call
 
 
@@ -145,9 +145,9 @@ def test_an_agent_wide_policy_covers_tools_it_does_not_own() -> None:
 
 
 async def test_a_crash_after_the_decision_never_runs_a_side_effect_twice() -> None:
-    # the reply is durable but the process stopped before the call's observation: whether the
-    # approved call ran is unknown, so it is in doubt (or, with in_doubt="tell_model", reported
-    # interrupted); a refusal is simply recorded
+    # the reply is durable and the approved call had started (its StartedEvent is stored) when
+    # the process stopped: whether it ran is unknown, so it is in doubt (or, with
+    # in_doubt="tell_model", reported interrupted); a refusal is simply recorded
     for reply, in_doubt, expected in [
         ("yes", "tell_model", "interrupted"),
         ("no, not now", "ask", "The user refused this call: not now."),
@@ -159,23 +159,42 @@ async def test_a_crash_after_the_decision_never_runs_a_side_effect_twice() -> No
         )
         waiting = await agent.arun("pay bob 5")
         assert waiting.pending is not None
-        await agent.store.append(
-            UserEvent(session=waiting.session, turn=waiting.turn, step=waiting.pending.step, text=reply)
-        )
+        await crash_after(agent, waiting, reply)
         done = await agent.resume(waiting.session)
         assert SENT == [] and done.status == "done"
         assert expected in (done.steps[0].observation or "")
+    agent = Agent(model=ScriptedModel([call("send_money", {"to": "bob", "amount": 5}), FINAL]), tools=[send_money])
+    waiting = await agent.arun("pay bob 5")
+    await crash_after(agent, waiting, "yes")
+    doubt = await agent.resume(waiting.session)
+    assert SENT == [] and doubt.status == "waiting" and doubt.pending is not None
+    assert (doubt.pending.kind, doubt.pending.tool) == ("in_doubt", "send_money")
+    done = await agent.arun("skip", doubt.session)
+    assert SENT == [] and done.status == "done" and "not to run it again" in (done.steps[0].observation or "")
+
+
+async def test_a_crash_between_the_decision_and_the_call_runs_it_once() -> None:
+    # the reply is durable, the call had not started: it runs now, once
     agent = Agent(model=ScriptedModel([call("send_money", {"to": "bob", "amount": 5}), FINAL]), tools=[send_money])
     waiting = await agent.arun("pay bob 5")
     assert waiting.pending is not None
     await agent.store.append(
         UserEvent(session=waiting.session, turn=waiting.turn, step=waiting.pending.step, text="yes")
     )
-    doubt = await agent.resume(waiting.session)
-    assert SENT == [] and doubt.status == "waiting" and doubt.pending is not None
-    assert (doubt.pending.kind, doubt.pending.tool) == ("in_doubt", "send_money")
-    done = await agent.arun("skip", doubt.session)
-    assert SENT == [] and done.status == "done" and "not to run it again" in (done.steps[0].observation or "")
+    done = await agent.resume(waiting.session)
+    assert done.status == "done" and SENT == [{"to": "bob", "amount": 5}]
+    SENT.clear()
+
+
+async def crash_after(agent: Agent, waiting: RunResult, reply: str) -> None:
+    """What a process leaves that stops right after it recorded the user's reply and, for a yes,
+    that the approved call started."""
+    assert waiting.pending is not None
+    place = {"session": waiting.session, "turn": waiting.turn, "step": waiting.pending.step}
+    events: list[Event] = [UserEvent(**place, text=reply)]
+    if reply == "yes":
+        events.append(StartedEvent(**place, call_id=waiting.pending.call_id))
+    await agent.store.append(*events)
 
 
 def test_paused_in_one_process_approved_in_another(tmp_path: Path) -> None:

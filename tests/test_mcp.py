@@ -49,6 +49,12 @@ async def test_tools_keep_their_schemas() -> None:
     assert order["$defs"]["Order"]["properties"]["deliver_to"] == {"$ref": "#/$defs/Address"}
 
 
+async def test_tools_take_their_effect_class_from_the_servers_hints() -> None:
+    async with stdio() as server:
+        tools = {t.name: t for t in await server.list_tools()}
+    assert (tools["ping"].effect, tools["paint"].effect, tools["fail"].effect) == ("read", "idempotent", "unsafe")
+
+
 def test_an_invalid_schema_leaves_out_one_tool_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
     model = ScriptedModel([call("ping", {}), FINAL])
     server = stdio()

@@ -43,11 +43,12 @@ class Verdict:
     reason: str = ""
 
 
-def question(tool: str, arguments: Any) -> str:
-    """The approval request shown to the user."""
+def question(tool: str, arguments: Any, agent: str = "") -> str:
+    """The approval request shown to the user (``agent``: the path of a sub-agent that asks)."""
     shown = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
+    who = f"The agent {agent}" if "/" in agent else "The agent"
     return (
-        f"The agent wants to run {tool} with {shown}. Reply yes to run it, no and a reason to refuse, "
+        f"{who} wants to run {tool} with {shown}. Reply yes to run it, no and a reason to refuse, "
         "or a JSON object of arguments to run it with those instead."
     )
 
@@ -97,6 +98,13 @@ def settled(reply: str) -> str:
 
 #: the observation of a call in doubt that the user chose not to run again
 SKIPPED = "This call was interrupted by a crash and the user chose not to run it again: treat it as not run."
+
+
+def either(first: Policy | None, second: Policy | None) -> Policy | None:
+    """A policy that asks when either does: an agent's own, and the one of the agents above it."""
+    if first is None or second is None:
+        return first or second
+    return lambda tool, arguments: first(tool, arguments) or second(tool, arguments)
 
 
 def refusal(verdict: Verdict) -> str:

@@ -7,6 +7,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from reactchat.engine.approval import Policy, either
 from reactchat.engine.budget import Spending, check_priced
 from reactchat.engine.guards import RepeatGuard
 from reactchat.engine.loop import Loop, Runners
@@ -63,6 +64,7 @@ async def make_loop(
     release: str | None = None,
     max_depth: int | None = None,
     spending: Spending | None = None,
+    approval_above: Policy | None = None,
     summary: str = "",
 ) -> Loop:
     """The ReAct loop of ``agent`` for one run (not replayed: see ``Loop.replay``).
@@ -73,8 +75,9 @@ async def make_loop(
     the run appends to it later, a nested run sees); ``release`` is the owner of the turn's
     lock when this run's final answer ends the turn (the lock then ends in the answer's own
     store transaction); ``runners`` pick what runs the nested runs it starts; ``spending`` is
-    what the turn has spent of its budget, shared by every run of the turn; ``summary``
-    is the compaction of the turns before ``history``.
+    what the turn has spent of its budget, shared by every run of the turn; ``approval_above``
+    is the approval policy of the agents above a nested run (it applies beneath them too);
+    ``summary`` is the compaction of the turns before ``history``.
     """
     store = store or agent.store
     output = output or agent.output
@@ -104,7 +107,7 @@ async def make_loop(
         services=agent.services,
         threads=agent.threads,
         on_delta=on_delta,
-        approval=agent.approval,
+        approval=either(agent.approval, approval_above),
         stored=[] if stored is None else stored,
         max_depth=agent.max_depth if max_depth is None else max_depth,
         output=output,

@@ -18,7 +18,7 @@ from reactchat.engine.approval import Policy
 from reactchat.engine.budget import Spending
 from reactchat.engine.guards import RepeatGuard, truncate, unknown_tool
 from reactchat.engine.tracing import TurnTrace
-from reactchat.messages import Event, ObservationEvent, QuestionEvent
+from reactchat.messages import Event, ObservationEvent, QuestionEvent, StartedEvent
 from reactchat.protocols.base import Call, ToolResult, Transcript
 from reactchat.store import Store
 from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
@@ -93,20 +93,26 @@ class Calls:
 
     # ------------------------------------------------------------------ one call
 
-    async def complete(self, call: Call, may_ask: bool = True) -> AsyncIterator[Event]:
+    def streams(self, call: Call) -> bool:
+        """Whether the call runs another agent (its events are yielded as they come)."""
+        tool = self.tools.get(call.tool)
+        return tool is not None and tool.streams
+
+    async def complete(self, call: Call, may_ask: bool = True, approved: bool = False) -> AsyncIterator[Event]:
         """Take one call to its observation: the events of the run it starts (a sub-agent),
-        then its ``ObservationEvent``. When the tool asks the user, its ``QuestionEvent``
-        instead (``may_ask``; otherwise the tool is told to ask one question at a time);
-        nothing more when the nested run it started waits for the user."""
+        then its ``ObservationEvent``. When the tool asks the user (or a human must approve
+        the call first, unless ``approved``), its ``QuestionEvent`` instead (``may_ask``;
+        otherwise the tool is told to ask one question at a time); nothing more when the
+        nested run it started waits for the user."""
         started = time.perf_counter()
         result: ToolResult | None = None
         try:
             tool = self.tools.get(call.tool)
             if tool is None or not tool.streams:
                 # a plain tool (or a call its guards refuse): awaited, no generator in between
-                result = await self.execute(call)
+                result = await self.execute(call, approved=approved)
             else:
-                async for item in self.run_call(call):
+                async for item in self.run_call(call, approved):
                     if isinstance(item, ToolResult):
                         result = item
                     else:
@@ -126,17 +132,20 @@ class Calls:
         )
         return await self.emit(question)
 
-    async def run_call(self, call: Call) -> AsyncIterator[Event | ToolResult]:
+    async def run_call(self, call: Call, approved: bool = False) -> AsyncIterator[Event | ToolResult]:
         """Run one call: its ``ToolResult``, after the events of the run it starts when the tool
-        runs another agent (a sub-agent: ``Tool.streams``). No result: that run waits for the user."""
+        runs another agent (a sub-agent: ``Tool.streams``; a call to it is approved like any
+        other's). No result: that run waits for the user."""
         admitted = self.admit(call)
         if isinstance(admitted, ToolResult):
             yield admitted
             return
         tool, arguments, key = admitted
         if not tool.streams:
-            yield await self.execute(call, admitted)
+            yield await self.execute(call, admitted, approved)
             return
+        if not approved and self.needs_approval(tool, arguments):
+            raise PauseForUser(approval.question(call.tool, arguments, self.agent), kind="approval")
         async for item in tool.stream(call, self, arguments):
             if isinstance(item, ToolResult):
                 self.repeats.remember(key, item.text)
@@ -180,7 +189,7 @@ class Calls:
         if self.spending is not None and not self.spending.calls_left():
             return ToolResult(SPENT, is_error=True)
         if not approved and self.needs_approval(tool, arguments):
-            raise PauseForUser(approval.question(name, arguments), kind="approval")
+            raise PauseForUser(approval.question(name, arguments, self.agent), kind="approval")
         context = self.context(call.call_id) if tool.context_params else None
         with self.trace.tool(name, call.call_id, arguments) as span:
             try:
@@ -216,7 +225,9 @@ class Calls:
     # ------------------------------------------------------------------ approval
 
     async def approved_run(self, call: Call) -> ToolResult:
-        """Run a call a human approved (or asked to run again after a crash)."""
+        """Run a call a human approved (or asked to run again after a crash), recorded as
+        started first (``StartedEvent``)."""
+        await self.emit(StartedEvent(call_id=call.call_id))
         try:
             return await self.execute(call, approved=True)
         except PauseForUser:

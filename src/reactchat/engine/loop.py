@@ -39,6 +39,7 @@ from reactchat.messages import (
     QuestionEvent,
     Reply,
     Request,
+    StartedEvent,
     ThoughtEvent,
     Usage,
     UserEvent,
@@ -169,6 +170,10 @@ class Loop(Recovery):
             return
         call = Call(pending.call_id, pending.tool, pending.input)
         started = time.perf_counter()
+        if pending.kind == "approval" and self.streams(call):
+            async for event in self.approve_nested(call, reply):
+                yield event
+            return
         if pending.kind == "approval":
             result = await self.decide(call, reply)
         elif pending.kind == "in_doubt":
@@ -180,6 +185,23 @@ class Loop(Recovery):
         yield observed
         async for event in self.recover([*self.replayed, answer, observed]):
             yield event
+
+    async def approve_nested(self, call: Call, reply: str) -> AsyncIterator[Event]:
+        """The reply to a request to approve a call to a sub-agent: refused, it is the call's
+        observation; approved, the sub-agent runs (it may ask in turn: the run then waits)."""
+        verdict = approval.decide(reply, call.input)
+        events: list[Event] = []
+        if verdict.approved:
+            events.append(await self.emit(StartedEvent(call_id=call.call_id)))
+            async for event in self.complete(Call(call.call_id, call.tool, verdict.arguments), approved=True):
+                events.append(event)
+                yield event
+        else:
+            events.append(await self.observe(call, ToolResult(approval.refusal(verdict))))
+            yield events[-1]
+        if any(isinstance(e, ObservationEvent) and e.run == self.run and e.call_id == call.call_id for e in events):
+            async for event in self.recover([*self.replayed, *events]):
+                yield event
 
     async def recover(self, events: list[Event]) -> AsyncIterator[Event]:
         """Finish a run a crash or a model error interrupted, from its last durable event (or
@@ -396,11 +418,6 @@ class Loop(Recovery):
                 # "intent recognition + direct tool output": no summarising model call
                 yield await self.conclude(AnswerEvent(text=observation.text, thought=thought.text))
                 return
-
-    def streams(self, call: Call) -> bool:
-        """Whether the call runs another agent (its events are yielded as they come)."""
-        tool = self.tools.get(call.tool)
-        return tool is not None and tool.streams
 
     async def one_by_one(self, calls: list[Call], thought: ThoughtEvent) -> AsyncIterator[Event]:
         """Each call recorded (the first with the thought: one store transaction fewer), then run

@@ -18,6 +18,7 @@ from reactchat.messages import (
     Event,
     ObservationEvent,
     QuestionEvent,
+    StartedEvent,
     ThoughtEvent,
     UserEvent,
 )
@@ -92,6 +93,12 @@ class Recovery(Calls):
         """
         answered = {e.call_id for e in events if isinstance(e, ObservationEvent)}
         asked = {e.call_id: e.kind for e in events if isinstance(e, QuestionEvent)}
+        started: set[str] = set()  # calls that began to run after their last question
+        for event in events:
+            if isinstance(event, QuestionEvent):
+                started.discard(event.call_id)
+            elif isinstance(event, StartedEvent):
+                started.add(event.call_id)
         replies = _unrecorded_replies(events, answered)
         for event in events:
             if not isinstance(event, ActionEvent) or event.call_id in answered:
@@ -99,7 +106,7 @@ class Recovery(Calls):
             call = Call(event.call_id, event.tool, event.input)
             self.step = max(self.step, event.step)
             if call.call_id in replies:
-                outcome = self.replied(call, asked[call.call_id], replies[call.call_id])
+                outcome = self.replied(call, asked[call.call_id], replies[call.call_id], call.call_id in started)
             elif call.call_id not in asked:
                 outcome = self.interrupted(call)
             else:
@@ -109,10 +116,11 @@ class Recovery(Calls):
                 if isinstance(item, QuestionEvent):
                     return
 
-    async def replied(self, call: Call, kind: str, reply: str) -> AsyncIterator[Event]:
-        """A call whose question the user answered before the crash: the reply is durable, the
-        observation is not. An approval (or a retry) may have run the call: its effect class
-        decides again; an answer to an ask_user question, or a skip, is simply recorded."""
+    async def replied(self, call: Call, kind: str, reply: str, started: bool) -> AsyncIterator[Event]:
+        """A call whose question the user answered: the reply is durable, the observation is
+        not. An approval (or a retry) not yet ``started`` runs now; one that started when the
+        process stopped may have had its effect: its effect class decides. An answer to an
+        ask_user question, a refusal or a skip is simply recorded."""
         if kind == "approval":
             verdict = approval.decide(reply, call.input)
             if not verdict.approved:
@@ -125,7 +133,14 @@ class Recovery(Calls):
         elif kind != "in_doubt":
             yield await self.observe(call, ToolResult(reply))
             return
-        async for item in self.interrupted(call, approved=True):
+        if started:
+            outcome = self.interrupted(call, approved=True)
+        elif self.streams(call):
+            await self.emit(StartedEvent(call_id=call.call_id))
+            outcome = self.complete(call, approved=True)
+        else:
+            outcome = _just(await self.observe(call, await self.approved_run(call)))
+        async for item in outcome:
             yield item
 
     async def interrupted(self, call: Call, approved: bool = False) -> AsyncIterator[Event]:
@@ -153,7 +168,7 @@ class Recovery(Calls):
         if approved and not tool.streams:
             yield await self.observe(call, await self.approved_run(call))
             return
-        async for item in self.complete(call):
+        async for item in self.complete(call, approved=approved):
             yield item
 
     async def reconciled(self, tool: Tool, call: Call) -> str | None:
@@ -180,6 +195,11 @@ class Recovery(Calls):
         if approval.settled(reply) == "skip":
             return ToolResult(approval.SKIPPED, is_error=True)
         return ToolResult(reply)
+
+
+async def _just(*events: Event) -> AsyncIterator[Event]:
+    for event in events:
+        yield event
 
 
 def _unrecorded_replies(events: list[Event], answered: set[str]) -> dict[str, str]:

@@ -27,8 +27,14 @@ from reactchat.tools import Tool
 log = logging.getLogger("reactchat.mcp")
 
 DEFAULT_TIMEOUT = 30.0
-#: seconds to start a server and list its tools
+#: seconds to start a server
 DEFAULT_CONNECT_TIMEOUT = 60.0
+#: seconds to list a started server's tools, every page together
+DEFAULT_LIST_TIMEOUT = 30.0
+#: pages of ``tools/list`` read from one server: a server that always has another page is cut off there
+MAX_PAGES = 50
+#: tools taken from one server (the first ones listed); a model cannot choose among more
+MAX_TOOLS = 500
 
 
 class MCPUnavailable(ReactchatError, RuntimeError):
@@ -105,7 +111,8 @@ class MCPServer:
     Either ``command`` (with ``args``, ``env``, ``cwd``: a stdio server the agent starts)
     or ``url`` (with ``headers``: a streamable HTTP server). ``name`` is the server's key
     in an ``mcpServers`` file; a tool whose name another tool already has is offered as
-    ``name__tool``. ``timeout`` bounds each call; ``errlog`` receives a stdio server's
+    ``name__tool``. ``timeout`` bounds each call, ``connect_timeout`` the start and
+    ``list_timeout`` the listing of the tools (see ``list_tools``); ``errlog`` receives a stdio server's
     standard error (default: this process's); ``mode`` is the SDK's protocol negotiation
     (``auto``, or ``legacy`` for the initialize handshake of pre-2026 servers). Nothing
     starts until the first turn.
@@ -123,6 +130,7 @@ class MCPServer:
         name: str | None = None,
         timeout: float = DEFAULT_TIMEOUT,
         connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        list_timeout: float = DEFAULT_LIST_TIMEOUT,
         errlog: TextIO | None = None,
         mode: str = "auto",
     ) -> None:
@@ -137,6 +145,7 @@ class MCPServer:
         self.name = name or (url if url is not None else command) or "mcp"
         self.timeout = timeout
         self.connect_timeout = connect_timeout
+        self.list_timeout = list_timeout
         self.errlog = errlog
         self.mode = mode
         self._connection: _Connection | None = None
@@ -186,26 +195,49 @@ class MCPServer:
 
     async def list_tools(self) -> list[Tool]:
         """The server's tools (listed once; the server is started if needed). A server that
-        cannot start offers no tools this time, with a warning in the log."""
+        cannot start, or does not list its tools within ``list_timeout``, offers none this
+        time, with a warning in the log; a listing is cut at ``MAX_PAGES`` pages and
+        ``MAX_TOOLS`` tools, and a tool that cannot be used is left out (``listed_tools``)."""
         if self._tools is None:
             from reactchat.mcp._tools import listed_tools
 
             try:
-                client = await self._client()
+                listing = await self._listing(await self._client())
             except MCPUnavailable as exc:
                 # the other tools still work; the next turn tries this server again
                 log.warning("%s; its tools are left out of this turn", exc)
                 return []
-            listing = []
-            cursor = None
-            while True:
-                page = await asyncio.wait_for(client.list_tools(cursor=cursor), self.connect_timeout)
-                listing.extend(page.tools)
-                cursor = page.next_cursor
-                if cursor is None:
-                    break
             self._tools = listed_tools(self, listing)
         return self._tools
+
+    async def _listing(self, client: Any) -> list[Any]:
+        """The tools the server lists, within ``list_timeout`` seconds, ``MAX_PAGES`` and ``MAX_TOOLS``."""
+        listing: list[Any] = []
+        cursor = None
+        connection = self._connection
+        try:
+            async with asyncio.timeout(self.list_timeout):
+                for _ in range(MAX_PAGES):
+                    page = await client.list_tools(cursor=cursor)
+                    listing.extend(page.tools)
+                    cursor = page.next_cursor
+                    if cursor is None or len(listing) > MAX_TOOLS:
+                        break
+        except TimeoutError:
+            await self._drop(connection)  # a server that hangs on a listing is in no state to call
+            raise MCPUnavailable(
+                f"MCP server {self.name} did not list its tools within {self.list_timeout:g} s"
+            ) from None
+        except Exception as exc:  # whatever the SDK makes of a listing it cannot read
+            await self._drop(connection)
+            raise MCPUnavailable(f"MCP server {self.name} could not list its tools: {_describe(exc)}") from exc
+        if cursor is not None and len(listing) <= MAX_TOOLS:
+            log.warning("MCP server %s: its tool listing was cut after %d pages", self.name, MAX_PAGES)
+        if len(listing) > MAX_TOOLS:
+            log.warning(
+                "MCP server %s lists more than %d tools; the first %d are offered", self.name, MAX_TOOLS, MAX_TOOLS
+            )
+        return listing[:MAX_TOOLS]
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         """Call ``tool``: ``(observation text, is_error)``; never raises for the server's sake."""

@@ -341,6 +341,15 @@ class ObservationEvent(_Event):
     seconds: float = 0.0
 
 
+class StartedEvent(_Event):
+    """A call that waited for the user (an approval, a retry of a call in doubt) began to run:
+    recorded before it runs, so that a crash from here on leaves it in doubt, and a crash
+    before it leaves it simply not run yet."""
+
+    type: Literal["started"] = "started"
+    call_id: str
+
+
 class QuestionEvent(_Event):
     """The turn waits for the user: a question (``ask_user``) or, for ``kind="approval"``,
     whether the call ``call_id`` may run. The reply resumes the call it belongs to."""
@@ -454,6 +463,7 @@ Event = Annotated[
     | ActionEvent
     | ObservationEvent
     | QuestionEvent
+    | StartedEvent
     | AnswerEvent
     | ErrorEvent
     | PlanEvent

@@ -145,6 +145,7 @@ async def delegate(
             on_delta=parent.on_delta,
             max_depth=parent.max_depth,
             spending=parent.spending,
+            approval_above=parent.approval,
         )
         runner = parent.runners(child, loop, task, history, mine, mode)
         events = runner.recover(mine) if mine else runner.start(task)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from reactchat.engine.budget import Budget
+from reactchat.server._guard import callers
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent
@@ -28,7 +29,8 @@ class ServerConfig:
     ``Store``; every worker that shares a PostgreSQL store can serve every session.
     ``token``, when set, is required as ``Authorization: Bearer TOKEN`` on ``/v1/``;
     ``users`` (user name → token, e.g. from ``load_users(path)``) gives each user a
-    token and sessions of their own. See ``_guard`` for what else is checked.
+    token and sessions of their own; beside them ``token`` is one more user, ``shared``
+    (``_guard.callers``). See ``_guard`` for what else is checked.
     """
 
     model: str | Model = "local"
@@ -65,6 +67,9 @@ class ServerConfig:
     #: days after which an idle session is deleted, checked at start-up and hourly
     #: (``reactchat.cli.retention``); None: sessions are kept
     retention_days: float | None = None
+
+    def __post_init__(self) -> None:
+        callers(self.token, self.users)  # a shared token that cannot be a user of its own: refused now
 
     @property
     def served_model(self) -> str:

@@ -17,7 +17,7 @@ from fastapi import FastAPI, File, Form, Request, UploadFile
 from fastapi.responses import StreamingResponse
 from pydantic import BeforeValidator, Field
 
-from reactchat.server._schema import GUARDED, error, errors, streamed
+from reactchat.server._schema import GUARDED, error, errors, streamed, upload_body
 from reactchat.server._turns import frame
 from reactchat.store import SessionNotFound
 
@@ -106,12 +106,17 @@ def file_routes(app: FastAPI, server: Server) -> None:
             **streamed("The file's info and the session's files; with Accept: text/event-stream, progress", 201),
             **errors(400, *GUARDED, 404, 409, 413, 415, 422, 429, 501, 503),
         },
+        openapi_extra=upload_body("file"),
     )
     async def upload(
         request: Request,
         session: str,
-        file: Annotated[UploadFile, File()],
-        retention: Annotated[Annotated[int, Field(ge=1)] | None, BeforeValidator(_absent), Form()] = None,
+        file: Annotated[UploadFile, File(description="A non-empty document: txt, md, html, csv, json, pdf or docx")],
+        retention: Annotated[
+            Annotated[int, Field(ge=1, le=MAX_RETENTION)] | None,
+            BeforeValidator(_absent),
+            Form(json_schema_extra=NOT_GIVEN),
+        ] = None,
     ) -> Any:
         """Add a file to the session's knowledge; ``retention`` is in rounds.
 
@@ -173,6 +178,14 @@ async def _indexing(files: Files, session: str, name: str, data: bytes, retentio
 def _absent(value: Any) -> Any:
     """A form field has no null: ``null`` and an empty value mean "not given"."""
     return None if value in ("", "null") else value
+
+
+#: the most rounds a file may be kept for (a larger number would not fit the stores' integers)
+MAX_RETENTION = 1_000_000
+#: what the document says of ``retention``: rounds, or (``_absent``) an empty value or ``null``
+NOT_GIVEN: dict[str, Any] = {
+    "anyOf": [{"type": "integer", "minimum": 1, "maximum": MAX_RETENTION}, {"type": "null"}, {"enum": ["", "null"]}]
+}
 
 
 #: the HTTP status of each ``FileRejected.reason``

@@ -10,7 +10,8 @@
   listen elsewhere; this also holds under ``uvicorn --factory ... --host 0.0.0.0``).
 * ``Authorization: Bearer TOKEN`` on ``/v1/`` and ``/docs``; with a token per user
   (``users``), a user's sessions are the ids that start with ``<user>:`` and any other
-  session is "not found" to them.
+  session is "not found" to them. Beside per-user tokens the shared token is one more
+  user, ``SHARED_USER``, with sessions of its own (see ``callers``).
 * Request bodies are capped (413), and so are concurrent uploads, per server process
   and per session (429).
 
@@ -33,6 +34,8 @@ from urllib.parse import urlsplit
 
 from starlette.exceptions import HTTPException
 
+from reactchat.errors import ConfigError
+
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
@@ -50,6 +53,9 @@ SECURITY_HEADERS = [
 ]
 #: ids of sessions the OpenAI endpoint derives from a conversation (no client may pick one)
 DERIVED_PREFIX = "oa-"
+#: the user the shared token (``REACTCHAT_TOKEN``) is beside per-user tokens: its sessions are
+#: ``shared:…`` and it sees no one else's, as any user; no token file may name a user so
+SHARED_USER = "shared"
 _SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 _SESSION_PATH = re.compile(r"^/v1/sessions/([^/]+)")
 #: the request headers the checks read (the others are not decoded)
@@ -85,6 +91,29 @@ def is_loopback_address(host: str) -> bool:
         return host == "localhost"
 
 
+def callers(token: str | None, users: dict[str, str] | None) -> dict[str, str]:
+    """Each caller's bearer token by user name: the ``users`` and, beside them, the shared
+    ``token`` as ``SHARED_USER``; without users the shared token is ``""``, whose sessions
+    are all sessions. Raises ``ConfigError`` when the shared token cannot be a user of its own."""
+    if not users:
+        return {"": token} if token else {}
+    found = dict(users)
+    if token:
+        if SHARED_USER in found:
+            raise ConfigError(
+                f"the token file names a user {SHARED_USER!r}, the name the shared token (REACTCHAT_TOKEN) has "
+                "beside per-user tokens: rename that user, or unset REACTCHAT_TOKEN"
+            )
+        for user, theirs in found.items():
+            if theirs == token:  # at start-up, not per request: no timing to hide
+                raise ConfigError(
+                    f"the shared token (REACTCHAT_TOKEN) is also the token of user {user!r} in the token file: "
+                    "give each caller a token of its own"
+                )
+        found[SHARED_USER] = token
+    return found
+
+
 def owner(session: str) -> str:
     """The user a session id belongs to under per-user tokens (the part before the first ``:``)."""
     return session.split(":", 1)[0] if ":" in session else ""
@@ -106,9 +135,7 @@ class Guard:
         max_session_uploads: int = 1,
     ) -> None:
         self.app = app
-        self.tokens = {t.encode(): user for user, t in (users or {}).items()}
-        if token:
-            self.tokens[token.encode()] = ""
+        self.tokens = {t.encode(): user for user, t in callers(token, users).items()}
         self.per_user = bool(users)
         names = frozenset(hostname(h) for h in allowed_hosts)
         self.names = names

@@ -72,7 +72,7 @@ from reactchat.messages import (
     UserEvent,
 )
 from reactchat.orchestration.plan import checklist
-from reactchat.server._guard import DERIVED_PREFIX, USER
+from reactchat.server._guard import DERIVED_PREFIX, USER, callers
 from reactchat.server._schema import GUARDED, HAS_USER_TEXT, SESSION_ID, SESSION_ID_RULE, Body, error, errors, streamed
 from reactchat.server._turns import KEEPALIVE, Delta, Last, TurnFeed, TurnStream, failure_event, summary
 
@@ -217,7 +217,7 @@ def derivation_key(server: Server, user: str) -> bytes:
     config = server.config
     secret = config.secret or os.environ.get("REACTCHAT_SECRET")
     if not secret:
-        token = (config.users or {}).get(user) if user else config.token
+        token = callers(config.token, config.users).get(user)
         secret = token or machine_secret()
     return secret.encode()
 

@@ -63,6 +63,24 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 #: statuses that any route under /v1/ can answer with (the guard's)
 GUARDED = (401, 403)
 
+#: the media types of the files an upload may hold: the server reads these (sniffed from the
+#: bytes, not taken from the part's header); anything else is a 415, an empty file a 400
+UPLOAD_TYPES = (
+    "text/plain",
+    "text/markdown",
+    "text/html",
+    "text/csv",
+    "application/json",
+    "application/pdf",
+    "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+)
+
+
+def upload_body(field: str) -> dict[str, Any]:
+    """The ``openapi_extra`` of an upload route: the media types its file part may have."""
+    encoding = {field: {"contentType": ", ".join(UPLOAD_TYPES)}}
+    return {"requestBody": {"content": {"multipart/form-data": {"encoding": encoding}}}}
+
 
 #: one Server-Sent Event: its name (``message`` when absent) and its data (JSON text)
 SSE_EVENT: dict[str, Any] = {
