@@ -2,6 +2,7 @@
 what compaction costs (model calls and tokens per 100 turns).
 
     python benchmarks/compaction.py [--turns 200] [--window 4000] [--plot docs/compaction.png]
+    python benchmarks/compaction.py --embedded 800   # the embedded model, on a window of 800
 
 A scripted model stands in for the LLM: each turn plants a fact (``remember code N is X``),
 a summary request is answered with every fact of the request written short (``N=X``).
@@ -15,6 +16,7 @@ import argparse
 import asyncio
 import json
 import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -84,6 +86,28 @@ async def conversation(turns: int, window: int, compact_at: float | None) -> dic
     }
 
 
+async def embedded(window: int, turns: int = 40) -> dict[str, Any]:
+    """The scripted model plants a fact per turn; then the embedded model (``local``), with
+    ``compact_at=0.8`` of ``window``, summarises and is asked about turn 3."""
+    oracle = Oracle()
+    agent = Agent(oracle, ask_user=False)
+    session = None
+    for n in range(1, turns + 1):
+        session = (await agent.arun(f"remember code {n} is {(n * 7919) % 100_000}", session)).session
+    local = Agent("local", store=agent.store, compact_at=0.8, context_tokens=window, ask_user=False)
+    started = time.perf_counter()
+    result = await local.arun("What is code 3? Answer with the number only.", session)
+    events = await agent.store.events(session)
+    summaries = [e.summary for e in events if isinstance(e, CompactionEvent)]
+    return {
+        "window": window,
+        "expected": 3 * 7919,
+        "answer": result.answer,
+        "seconds": round(time.perf_counter() - started, 1),
+        "summaries": summaries,
+    }
+
+
 def plot(runs: list[dict[str, Any]], window: int, path: Path) -> bool:
     """The prompt tokens of every turn, one line per run; False without matplotlib."""
     try:
@@ -111,7 +135,11 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--window", type=int, default=4000)
     parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument("--embedded", type=int, default=0, metavar="WINDOW")
     args = parser.parse_args()
+    if args.embedded:
+        print(json.dumps(asyncio.run(embedded(args.embedded)), ensure_ascii=False))
+        return
     runs = [asyncio.run(conversation(args.turns, args.window, at)) for at in (None, 0.8)]
     for run in runs:
         print(json.dumps({k: v for k, v in run.items() if k != "prompt_tokens"}))
