@@ -307,3 +307,12 @@ async def test_the_summary_prompt_and_its_header_come_from_the_prompt_pack() -> 
     result = await agent.arun("what is code 1?", session)
     assert result.answer == f"code 1 is {value(1)}"
     assert "Résumé de la conversation précédente :" in oracle.requests[-1].messages[1].content
+
+
+async def test_a_failed_summary_of_steps_is_not_asked_again_in_the_run() -> None:
+    oracle = Oracle(steps=20, fail="error")
+    agent = Agent(oracle, [read], compact_at=0.8, context_tokens=16_000, max_steps=30, max_observation_chars=25_000)
+    result = await agent.arun("read every page")
+    assert result.status == "done" and len(oracle.summaries) == 1
+    within(oracle.requests, 16_000)  # old observations were elided instead
+    assert not [e for e in result.events if isinstance(e, CompactionEvent)]

@@ -126,16 +126,23 @@ async def compact_turns(
     return event
 
 
-async def compact_steps(loop: Loop) -> CompactionEvent | None:
-    """Summarise a run's oldest steps (all but the ``KEEP_STEPS`` newest, whose calls are
-    answered: the loop compacts only before a model call) into a recorded event; the
-    transcript then carries it in their place. None when there is nothing to summarise
-    or the summary failed."""
+def steps_due(loop: Loop) -> int:
+    """The last step to summarise before the run's next model call: all but the
+    ``KEEP_STEPS`` newest (whose calls are answered: the loop asks only before a model
+    call) once the transcript passes ``compact_at`` of the context; 0 when none is due."""
     transcript = loop.transcript
+    if loop.compact_at is None or transcript.size <= loop.compact_at * loop.context_chars:
+        return 0
     through = transcript.steps - KEEP_STEPS
+    return through if transcript.steps_text(through) else 0
+
+
+async def compact_steps(loop: Loop, through: int) -> CompactionEvent | None:
+    """Summarise steps 1 to ``through`` of a run into a recorded event; the transcript then
+    carries it in their place. None when the summary failed (old observations are then
+    elided, as without compaction)."""
+    transcript = loop.transcript
     text = transcript.steps_text(through)
-    if not text:
-        return None
     limit = int(loop.context_chars / CHARS_PER_TOKEN * SUMMARY_SHARE)
     made = await summarise(loop.model, transcript.pack, "", text, limit)
     if made is None or not transcript.fold(through, made.summary):
@@ -145,4 +152,4 @@ async def compact_steps(loop: Loop) -> CompactionEvent | None:
     return event
 
 
-__all__ = ["KEEP_STEPS", "carried", "compact_steps", "compact_turns", "count", "summarise", "window"]
+__all__ = ["KEEP_STEPS", "carried", "compact_steps", "compact_turns", "count", "steps_due", "summarise", "window"]
