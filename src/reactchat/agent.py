@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import os
 import threading
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
 from typing import Any, Literal
@@ -20,13 +21,14 @@ from typing import Any, Literal
 from reactchat.engine import build
 from reactchat.engine.approval import Policy
 from reactchat.engine.budget import Budget
+from reactchat.engine.compaction import compact_turns
 from reactchat.engine.guards import DEFAULT_MAX_OBSERVATION
 from reactchat.engine.output import DEFAULT_RETRIES, Output, as_output
 from reactchat.engine.run import Run
 from reactchat.engine.session import RunResult, SessionState
 from reactchat.engine.spec import Hooks, SessionTools, TurnEnd
 from reactchat.errors import AlreadyAnswered, ConfigError, InsideEventLoop, SessionBusy, SessionNotFound
-from reactchat.messages import Event, ToolSpec
+from reactchat.messages import CompactionEvent, Event, ToolSpec
 from reactchat.models import Model, resolve_model
 from reactchat.models._http import close_clients
 from reactchat.orchestration.nested import SubAgent
@@ -89,6 +91,7 @@ class Agent:
         max_observation_chars: int = DEFAULT_MAX_OBSERVATION,
         context_tokens: int = 16_000,
         history_tokens: int = 2_000,
+        compact_at: float | None = None,
         max_repeats: int = 3,
         deps: Any = None,
         session_tools: SessionTools | None = None,
@@ -143,6 +146,11 @@ class Agent:
         self.max_observation_chars = max_observation_chars
         self.context_tokens = context_tokens
         self.history_tokens = history_tokens
+        if compact_at is not None and not 0 < compact_at <= 1:
+            raise ConfigError(f"compact_at is a share of the context window, above 0 and at most 1: {compact_at}")
+        #: the share of the context window past which the oldest turns (and, in a long turn,
+        #: the oldest steps) are summarised; None: never (the oldest turns are dropped)
+        self.compact_at = compact_at
         self.max_repeats = max_repeats
         self.deps = deps
         self.services: dict[str, Any] = dict(services or {})
@@ -317,6 +325,25 @@ class Agent:
             await self.store.delete_session(new)  # no half-made fork: all of it or nothing
             raise
         return new
+
+    async def compact(self, session: str) -> CompactionEvent | None:
+        """Summarise the session's answered turns not yet summarised, now: the stored event,
+        or None when there is nothing new to summarise or the summary failed. Raises
+        ``SessionBusy`` while a turn of the session runs, ``SessionNotFound`` for an unknown id."""
+        store = self.store
+        if not await store.exists(session):
+            raise SessionNotFound(session)
+        owner = os.urandom(16).hex()
+        if not await store.try_lock(session, owner, self.lock_ttl):
+            raise SessionBusy(session)
+        try:
+            state = await self.state(session)
+            answered = state.answered()
+            if state.last is None or not answered:
+                return None
+            return await compact_turns(self, state, state.last.index, answered[-1][0])
+        finally:
+            await store.unlock(session, owner)
 
     async def state(self, session: str) -> SessionState:
         """The session's turns, from its stored events."""

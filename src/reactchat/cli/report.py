@@ -16,6 +16,7 @@ from reactchat.engine.usage import UsageTotal, total
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
+    CompactionEvent,
     ErrorEvent,
     Event,
     ObservationEvent,
@@ -192,6 +193,9 @@ def _line(event: Event) -> str | None:
         if event.correction:
             return f"Format error, correction sent: {event.message}{raw_reply(event)}"
         return f"Error ({event.kind}): {event.message}"
+    if isinstance(event, CompactionEvent):
+        covered = f"turns 1-{event.through_turn}" if event.covers == "turns" else f"steps 1-{event.through_step}"
+        return f"Summary of {covered}: {event.summary}"
     return None
 
 

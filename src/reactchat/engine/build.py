@@ -32,18 +32,19 @@ def transcript(
     question: str,
     system: str | None = None,
     output: Output | None = None,
+    summary: str = "",
 ) -> Transcript:
     """A new transcript of ``agent``'s protocol for one run (``system`` replaces the agent's;
-    a typed answer's schema is added to it)."""
+    a typed answer's schema is added to it; ``summary`` is that of the turns before ``history``)."""
     system = system if system is not None else agent.system
     output = output or agent.output
     typed = output.instructions() if output is not None else None
     if agent.protocol == "native":
         native = "\n\n".join(filter(None, [system or SYSTEM, typed]))
-        return NativeTranscript(agent.pack, tools, history, question, native)
+        return NativeTranscript(agent.pack, tools, history, question, native, summary)
     few_shot = agent.few_shot if agent.few_shot is not None else getattr(agent.model, "few_shot", False)
     instructions = "\n\n".join(filter(None, [system, typed])) or None
-    return ReactTranscript(agent.pack, tools, history, question, instructions, few_shot)
+    return ReactTranscript(agent.pack, tools, history, question, instructions, few_shot, summary)
 
 
 async def make_loop(
@@ -65,6 +66,7 @@ async def make_loop(
     max_depth: int | None = None,
     spending: Spending | None = None,
     approval_above: Policy | None = None,
+    summary: str = "",
 ) -> Loop:
     """The ReAct loop of ``agent`` for one run (not replayed: see ``Loop.replay``).
 
@@ -75,7 +77,8 @@ async def make_loop(
     lock when this run's final answer ends the turn (the lock then ends in the answer's own
     store transaction); ``runners`` pick what runs the nested runs it starts; ``spending`` is
     what the turn has spent of its budget, shared by every run of the turn; ``approval_above``
-    is the approval policy of the agents above a nested run (it applies beneath them too).
+    is the approval policy of the agents above a nested run (it applies beneath them too);
+    ``summary`` is the compaction of the turns before ``history``.
     """
     store = store or agent.store
     output = output or agent.output
@@ -93,7 +96,7 @@ async def make_loop(
         model=model,
         store=store,
         tools={t.name: t for t in tools},
-        transcript=transcript(agent, [t.spec for t in tools], history, question, system, output),
+        transcript=transcript(agent, [t.spec for t in tools], history, question, system, output, summary),
         max_steps=agent.max_steps,
         max_observation=agent.max_observation_chars,
         context_chars=context,
@@ -115,6 +118,7 @@ async def make_loop(
         in_doubt=agent.in_doubt,
         parallel_tools=agent.parallel_tools,
         spending=spending,
+        compact_at=agent.compact_at,
     )
 
 

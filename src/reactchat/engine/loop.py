@@ -22,6 +22,7 @@ from reactchat.engine import approval
 from reactchat.engine.approval import Policy
 from reactchat.engine.budget import Spending
 from reactchat.engine.calls import ONE_QUESTION
+from reactchat.engine.compaction import compact_steps, steps_due
 from reactchat.engine.forks import ForkLookup
 from reactchat.engine.guards import RepeatGuard
 from reactchat.engine.output import Output, OutputInvalid
@@ -134,6 +135,10 @@ class Loop(Recovery):
     parallel_tools: int = 8
     #: what the turn has spent of its budget (one for every run of the turn), if it has one
     spending: Spending | None = None
+    #: the share of ``context_chars`` past which the oldest steps are summarised (None: never)
+    compact_at: float | None = None
+    #: False once a summary of this run's steps failed: old observations are elided instead
+    compacting: bool = field(default=True, init=False)
     step: int = field(default=0, init=False)
     #: the OpenTelemetry span of this run (``tracing.NO_TRACE`` when not traced)
     trace: TurnTrace = field(default=NO_TRACE, init=False)
@@ -307,6 +312,12 @@ class Loop(Recovery):
             if self.repeats.exhausted:
                 yield await self.best_effort("repeated_action")
                 return
+            through = steps_due(self) if self.compacting else 0
+            if through:
+                compacted = await compact_steps(self, through)
+                self.compacting = compacted is not None  # a failed summary is not asked again in this run
+                if compacted is not None:
+                    yield compacted
             request = self.fit_context()
             if request is None:
                 yield await self.best_effort("context")

@@ -13,6 +13,7 @@ from reactchat.engine import approval
 from reactchat.engine.calls import Calls
 from reactchat.messages import (
     ActionEvent,
+    CompactionEvent,
     ErrorEvent,
     Event,
     ObservationEvent,
@@ -60,6 +61,8 @@ class Recovery(Calls):
             elif isinstance(event, ErrorEvent) and event.correction:
                 self.transcript.add_correction(event.raw, event.message)
                 self.output_corrections += event.kind == "output"
+            elif isinstance(event, CompactionEvent) and event.covers == "steps":
+                self.transcript.fold(event.through_step, event.summary)
             elif isinstance(event, ObservationEvent):
                 self.transcript.add_observation(event.call_id, event.text, event.is_error)
                 action = next((a for a in actions.get(event.step, []) if a.call_id == event.call_id), None)

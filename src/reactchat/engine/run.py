@@ -20,7 +20,8 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from reactchat.engine.budget import Budget, Spending
-from reactchat.engine.build import CHARS_PER_TOKEN, make_loop
+from reactchat.engine.build import CHARS_PER_TOKEN, make_loop, transcript
+from reactchat.engine.compaction import Carried, carried
 from reactchat.engine.loop import Loop, Runner, Runners
 from reactchat.engine.output import Output
 from reactchat.engine.session import Outcome, Pending, RunResult, SessionState, Turn
@@ -257,7 +258,7 @@ class Run:
         stretch: a plain ReAct loop's final answer then releases the lock in its own store
         transaction (a plan or Reflexion loop's answers need not be the last)."""
         agent = self.agent
-        history = state.history(before=turn.index, budget=agent.history_tokens * CHARS_PER_TOKEN)
+        summary, history = await self._history(state, turn)
         releases = closing and agent.reflect is None and not agent.plan
         self._spending = Spending.of(self.budget, turn.events) if self.budget is not None else None
         loop = await make_loop(
@@ -274,10 +275,25 @@ class Run:
             release=self._owner if releases else None,
             runners=self.runners,
             spending=self._spending,
+            summary=summary,
         )
         runner = self.runners(agent, loop, turn.question, history, self._mine(turn))
         assert releases == (runner is loop)  # only a plain ReAct loop's answer ends the turn
         return runner, releases
+
+    async def _history(self, state: SessionState, turn: Turn) -> Carried:
+        """What a run of ``turn`` carries of the turns before it: the newest that fit
+        ``history_tokens`` or, with ``compact_at``, the latest summary and the turns after it
+        (compacted first when the prompt would pass ``compact_at`` of the window)."""
+        agent = self.agent
+        if agent.compact_at is None:
+            return "", state.history(before=turn.index, budget=agent.history_tokens * CHARS_PER_TOKEN)
+        specs = [t.spec for t in agent.tools]
+
+        def size(summary: str, history: list[tuple[str, str]]) -> int:
+            return transcript(agent, specs, history, turn.question, summary=summary).size
+
+        return await carried(agent, state, turn.index, size)
 
     # ------------------------------------------------------------------ deltas
 

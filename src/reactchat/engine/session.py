@@ -14,6 +14,7 @@ from reactchat.engine.usage import total
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
+    CompactionEvent,
     ErrorEvent,
     Event,
     ObservationEvent,
@@ -305,6 +306,8 @@ class SessionState:
                 text = event.text if isinstance(event, UserEvent) else ""
                 turn = by_index[event.turn] = Turn(event.turn, text)
                 state.turns.append(turn)
+            elif not turn.question and isinstance(event, UserEvent) and not event.run:
+                turn.question = event.text  # a summary made before the message was recorded
             turn.events.append(event)
         return state
 
@@ -313,14 +316,23 @@ class SessionState:
         """The most recent turn."""
         return self.turns[-1] if self.turns else None
 
-    def history(self, before: int | None = None, budget: int | None = None) -> list[tuple[str, str]]:
+    def history(self, before: int | None = None, budget: int | None = None, after: int = 0) -> list[tuple[str, str]]:
         """Earlier questions and their final answers, without the steps in between.
 
-        Only turns before turn ``before`` count; with a ``budget`` in characters, the
-        newest turns that fit it are kept, whole (the oldest go first).
+        Only turns after turn ``after`` (what a summary covers) and before turn ``before``
+        count; with a ``budget`` in characters, the newest turns that fit it are kept, whole
+        (the oldest go first).
         """
-        kept: list[tuple[str, str]] = []
+        return [(question, answer) for _, question, answer in self.answered(before, budget, after)]
+
+    def answered(
+        self, before: int | None = None, budget: int | None = None, after: int = 0
+    ) -> list[tuple[int, str, str]]:
+        """``history`` with each turn's index: ``(index, question, answer)``."""
+        kept: list[tuple[int, str, str]] = []
         for turn in reversed(self.turns):
+            if turn.index <= after:
+                break
             answer = _remembered(turn.events)
             if answer is None or (before is not None and turn.index >= before):
                 continue
@@ -329,9 +341,26 @@ class SessionState:
                 if cost > budget:
                     break
                 budget -= cost
-            kept.append((turn.question, answer.text))
+            kept.append((turn.index, turn.question, answer.text))
         kept.reverse()
         return kept
+
+    def compaction(self, before: int | None = None) -> CompactionEvent | None:
+        """The latest summary of whole turns a run of turn ``before`` may carry (the one that
+        covers the most turns before it), or None."""
+        latest: CompactionEvent | None = None
+        for turn in self.turns:
+            if before is not None and turn.index > before:
+                break
+            for event in turn.events:
+                if (
+                    isinstance(event, CompactionEvent)
+                    and event.covers == "turns"
+                    and (before is None or event.through_turn < before)
+                    and (latest is None or event.through_turn >= latest.through_turn)
+                ):
+                    latest = event
+        return latest
 
 
 def _remembered(events: list[Event]) -> AnswerEvent | None:

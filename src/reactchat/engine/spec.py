@@ -96,6 +96,8 @@ class AgentSpec(Protocol):
     max_observation_chars: int
     context_tokens: int
     history_tokens: int
+    #: the share of the context window past which a prompt is compacted (None: never)
+    compact_at: float | None
     max_repeats: int
     max_depth: int
     lock_ttl: float

@@ -439,6 +439,24 @@ class TrialEvent(_Event):
     usage: Usage | None = None
 
 
+class CompactionEvent(_Event):
+    """A summary that later prompts carry in place of what it covers, made by one model call.
+
+    ``covers="turns"``: turns 1 to ``through_turn`` (the history of every later turn);
+    ``covers="steps"``: steps 1 to ``through_step`` of run ``run`` of this turn (the
+    transcript of that run). Each summary includes the one before it, so the latest is the
+    one a prompt carries. Nothing it covers is deleted from the store.
+    """
+
+    type: Literal["compaction"] = "compaction"
+    summary: str
+    covers: Literal["turns", "steps"] = "turns"
+    through_turn: int = 0
+    through_step: int = 0
+    seconds: float = 0.0
+    usage: Usage | None = None
+
+
 Event = Annotated[
     UserEvent
     | ThoughtEvent
@@ -450,6 +468,7 @@ Event = Annotated[
     | ErrorEvent
     | PlanEvent
     | TrialEvent
+    | CompactionEvent
     | DeltaEvent,
     Field(discriminator="type"),
 ]

@@ -10,6 +10,7 @@ from typing import NamedTuple, Protocol
 
 from reactchat.errors import ReactchatError
 from reactchat.messages import Reply, Request, ToolInput
+from reactchat.protocols.packs import PromptPack
 
 #: an observation shorter than this is never elided to fit the context budget
 ELIDE_MIN_CHARS = 200
@@ -66,6 +67,9 @@ class Transcript(Protocol):
     context budget).
     """
 
+    #: the words of the prompt, in its language
+    pack: PromptPack
+
     @property
     def size(self) -> int:
         """Characters in the prompt."""
@@ -85,6 +89,20 @@ class Transcript(Protocol):
 
     def elide_oldest(self) -> bool:
         """Replace the oldest long observation with ``elision_note``; False if none is left."""
+        ...
+
+    @property
+    def steps(self) -> int:
+        """Steps recorded so far (``add_step`` and ``add_correction``), summarised or not."""
+        ...
+
+    def steps_text(self, through: int) -> str:
+        """What steps 1 to ``through`` say (a summary of the earliest ones in their place),
+        for a summary of them; ``""`` when there is nothing new to summarise."""
+        ...
+
+    def fold(self, through: int, summary: str) -> bool:
+        """Carry ``summary`` in place of steps 1 to ``through`` (a later step stays); False if not."""
         ...
 
     def request(self, final: bool = False) -> Request:

@@ -42,16 +42,24 @@ class NativeTranscript:
         history: list[tuple[str, str]],
         question: str,
         system: str | None = None,
+        summary: str = "",
     ) -> None:
         self.pack = pack
         self.tools = tools
         self.messages: list[Message] = []
-        self._size = sum(len(t.name) + len(t.description) + len(json.dumps(t.input_schema)) for t in tools)
-        self._append(SystemMessage(content=system or SYSTEM))
+        self._tools_size = sum(len(t.name) + len(t.description) + len(json.dumps(t.input_schema)) for t in tools)
+        self._size = self._tools_size
+        system = system or SYSTEM
+        self._append(SystemMessage(content=f"{system}\n\n{pack.summary_header}\n{summary}" if summary else system))
         for asked, answered in history:
             self._append(UserMessage(content=asked))
             self._append(AssistantMessage(parts=[TextPart(text=answered)]))
+        self.question = question
         self._append(UserMessage(content=question))
+        #: where the question is, where each step not yet summarised begins, how many were
+        self._asked = len(self.messages) - 1
+        self._marks: list[int] = []
+        self.folded = 0
         self._call_names: dict[str, str] = {}
 
     @property
@@ -68,6 +76,7 @@ class NativeTranscript:
 
     def add_step(self, raw: str, thought: str, calls: Sequence[Call]) -> None:
         """Record the assistant's message: its text and its tool calls."""
+        self._marks.append(len(self.messages))
         parts: list[TextPart | ToolCallPart] = []
         text = thought or raw
         if text:
@@ -102,6 +111,7 @@ class NativeTranscript:
 
     def add_correction(self, raw: str, correction: str) -> None:
         """A reply that could not be read, then the correction as a user message."""
+        self._marks.append(len(self.messages))
         self._append(AssistantMessage(parts=[TextPart(text=raw)] if raw else []))
         self._append(UserMessage(content=correction))
 
@@ -114,6 +124,35 @@ class NativeTranscript:
                 self._size += message_size(shorter) - message_size(message)
                 return True
         return False
+
+    @property
+    def steps(self) -> int:
+        """Steps recorded (corrections included), summarised or not."""
+        return self.folded + len(self._marks)
+
+    def steps_text(self, through: int) -> str:
+        """Steps 1 to ``through`` as text (a summary of the earliest among them in its place),
+        or ``""`` when they are summarised already or no later step remains."""
+        count = through - self.folded
+        if count <= 0 or count >= len(self._marks):
+            return ""
+        shown = self.messages[self._asked : self._marks[count]]
+        return "\n".join(_shown(message) for message in shown)
+
+    def fold(self, through: int, summary: str) -> bool:
+        """Put ``summary`` in place of steps 1 to ``through``, in the question's message (the
+        steps' tool calls go with their results: a step begins with its assistant message)."""
+        count = through - self.folded
+        if count <= 0 or count >= len(self._marks):
+            return False
+        end = self._marks[count]
+        asked = UserMessage(content=f"{self.question}\n\n({self.pack.steps_header}: {summary})")
+        self.messages[self._asked : end] = [asked]
+        shift = end - self._asked - 1
+        self._marks = [mark - shift for mark in self._marks[count:]]
+        self._size = self._tools_size + sum(message_size(m) for m in self.messages)
+        self.folded = through
+        return True
 
     def request(self, final: bool = False) -> Request:
         """The request for the next step; ``final`` asks for an answer without tools."""
@@ -147,3 +186,15 @@ def message_size(message: Message) -> int:
                 size += len(part.name) + len(part.input if isinstance(part.input, str) else json.dumps(part.input))
         return size
     return len(message.content)
+
+
+def _shown(message: Message) -> str:
+    """A message as a summariser reads it: who says what, tool calls as ``name(arguments)``."""
+    if isinstance(message, AssistantMessage):
+        return "assistant: " + " ".join(
+            part.text if isinstance(part, TextPart) else f"{part.name}({json.dumps(part.input)})"
+            for part in message.parts
+        )
+    if isinstance(message, ToolResultMessage):
+        return f"{message.name} result: {message.content}"
+    return f"{message.role}: {message.content}"

@@ -27,6 +27,13 @@ class PromptPack:
     #: one full cycle with a tool the agent does not have, in the pack's labels (``{thought}``
     #: etc.), shown before "Begin!" when few-shot prompting is on
     example: str = ""
+    #: compaction (``reactchat.engine.compaction``): the summariser's instructions, its
+    #: request (``{summary}``: the summary so far, ``{conversation}``: what to add to it),
+    #: and the headers a prompt introduces a summary of earlier turns or steps with
+    summary_system: str = ""
+    summary_request: str = ""
+    summary_header: str = ""
+    steps_header: str = ""
 
     def example_block(self) -> str:
         """The example with this pack's labels, ready for the instructions."""
@@ -105,6 +112,15 @@ PACKS: dict[str, PromptPack] = {
             "observations above, and say what is uncertain."
         ),
         example=_EN_EXAMPLE,
+        summary_system=("You summarise a conversation so that it can go on without its full text."),
+        summary_request=(
+            "Summary so far:\n{summary}\n\nWhat came after it:\n{conversation}\n\n"
+            "Write one updated summary of everything above: the facts, the decisions, the open "
+            "questions and what the user asked for. Copy every number, name and date exactly. "
+            "Write only the summary."
+        ),
+        summary_header="Summary of the earlier conversation:",
+        steps_header="Summary of the earlier steps",
     ),
     "fr": PromptPack(
         language="fr",
@@ -177,6 +193,15 @@ Question : À quelle heure est la marée haute à Brest aujourd'hui ?
 {observation}: Marée haute à Brest aujourd'hui : 06:12 et 18:37.
 {thought}: L'observation répond à la question.
 {final_answer}: La marée haute à Brest est à 06:12 et à 18:37 aujourd'hui.""",
+        summary_system=("Vous résumez une conversation pour qu'elle puisse continuer sans son texte complet."),
+        summary_request=(
+            "Résumé jusqu'ici :\n{summary}\n\nCe qui a suivi :\n{conversation}\n\n"
+            "Écrivez un seul résumé à jour de tout ce qui précède : les faits, les décisions, "
+            "les questions ouvertes et ce que l'utilisateur a demandé. Recopiez exactement chaque "
+            "nombre, nom et date. N'écrivez que le résumé."
+        ),
+        summary_header="Résumé de la conversation précédente :",
+        steps_header="Résumé des étapes précédentes",
     ),
     "ja": PromptPack(
         language="ja",
@@ -245,6 +270,12 @@ Question : À quelle heure est la marée haute à Brest aujourd'hui ?
 {observation}: 今日のブレストの満潮：06:12 と 18:37。
 {thought}: 観察が質問に答えています。
 {final_answer}: 今日のブレストの満潮は 06:12 と 18:37 です。""",
+        summary_system="会話の全文がなくても続けられるように、会話を要約します。",
+        summary_request=(
+            "これまでの要約：\n{summary}\n\nその後の内容：\n{conversation}\n\n上のすべてを一つの最新の要約にまとめてください：事実、決定、未解決の質問、ユーザーの依頼。数字・名前・日付はそのまま正確に写してください。要約だけを書いてください。"
+        ),
+        summary_header="これまでの会話の要約：",
+        steps_header="これまでのステップの要約",
     ),
 }
 

@@ -393,6 +393,7 @@ class ReactTranscript:
         question: str,
         system: str | None = None,
         few_shot: bool = False,
+        summary: str = "",
     ) -> None:
         self.pack = pack
         self.tools = tools
@@ -404,13 +405,16 @@ class ReactTranscript:
         # text made here: not validated again
         content = f"{system}\n\n{instructions}" if system else instructions
         self.system = SystemMessage(content=content)
-        self.user = UserMessage(content=_question_block(pack, history, question))
+        self.user = UserMessage(content=_question_block(pack, history, question, summary))
         self.stop = [f"\n{labels.observation}:", f"\n{labels.observation} :"]
         self._chunks: list[str] = []
         #: observations that may still be elided: call id (or correction key) → chunk index
         self._elidable: dict[str, int] = {}
         self._size = len(self.system.content) + len(self.user.content)
         self._append(self._thought)
+        #: the chunk index where each step not yet summarised begins, and how many were
+        self._marks: list[int] = []
+        self.folded = 0
         #: the calls of this turn, ``(tool, input JSON)`` by call id, and those that succeeded
         self._calls: dict[str, tuple[str, str]] = {}
         self._succeeded: set[tuple[str, str]] = set()
@@ -429,6 +433,7 @@ class ReactTranscript:
 
     def add_step(self, raw: str, thought: str, calls: Sequence[Call]) -> None:
         """Record what the model wrote for one step."""
+        self._marks.append(len(self._chunks))
         raw = raw.rstrip()
         if raw.lstrip().startswith(self._thought):
             raw = raw.lstrip()[len(self._thought) :]
@@ -476,6 +481,35 @@ class ReactTranscript:
                 del self._elidable[call_id]
                 return True
         return False
+
+    @property
+    def steps(self) -> int:
+        """Steps recorded (corrections included), summarised or not."""
+        return self.folded + len(self._marks)
+
+    def steps_text(self, through: int) -> str:
+        """The scratchpad of steps 1 to ``through`` (a summary of the earliest among them
+        in its place), or ``""`` when they are summarised already or no later step remains."""
+        count = through - self.folded
+        if count <= 0 or count >= len(self._marks):
+            return ""
+        return "".join(self._chunks[: self._marks[count]])
+
+    def fold(self, through: int, summary: str) -> bool:
+        """Put ``summary`` in place of steps 1 to ``through``; False when it cannot (a later
+        step must remain: the one the model goes on from)."""
+        count = through - self.folded
+        if count <= 0 or count >= len(self._marks):
+            return False
+        end = self._marks[count]
+        note = f"({self.pack.steps_header}: {summary})\n{self._thought}"
+        self._size += len(note) - sum(len(chunk) for chunk in self._chunks[:end])
+        self._chunks[:end] = [note]
+        shift = end - 1
+        self._marks = [mark - shift for mark in self._marks[count:]]
+        self._elidable = {key: index - shift for key, index in self._elidable.items() if index >= end}
+        self.folded = through
+        return True
 
     def request(self, final: bool = False) -> Request:
         """The request for the next step; ``final`` asks for the best answer now."""
@@ -577,8 +611,10 @@ def _value_shape(schema: Any) -> str:
     return json.dumps(rest, ensure_ascii=False)
 
 
-def _question_block(pack: PromptPack, history: list[tuple[str, str]], question: str) -> str:
+def _question_block(pack: PromptPack, history: list[tuple[str, str]], question: str, summary: str = "") -> str:
     parts = []
+    if summary:
+        parts += [pack.summary_header, summary, ""]
     if history:
         parts.append(pack.history_header)
         for asked, answered in history:

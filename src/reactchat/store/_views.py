@@ -38,7 +38,7 @@ def _for_a_turn(events: list[Event]) -> list[Event]:
     kept = []
     turn = None
     for event in events:
-        if event.turn >= last or event.type in ("user", "answer") or event.turn != turn:
+        if event.turn >= last or event.type in ("user", "answer", "compaction") or event.turn != turn:
             kept.append(event)
         turn = event.turn
     return kept

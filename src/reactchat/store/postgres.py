@@ -870,7 +870,7 @@ def _needed(rows: list[Any]) -> list[Any]:
         kept += [
             (position, seq, body)
             for position, seq, turn, kind, body in session
-            if kind in ("user", "answer") or turn >= last_turn or seq == last_seq or firsts[turn] == seq
+            if kind in ("user", "answer", "compaction") or turn >= last_turn or seq == last_seq or firsts[turn] == seq
         ]
     return kept
 

@@ -754,7 +754,7 @@ class SqliteStore:
 #: last turn is the last event's (one seek: a turn's events come after the earlier turns'), which
 #: includes the last event
 _TURN_EVENTS = """SELECT seq, body FROM events WHERE session = ?1 AND (
-    type IN ('user', 'answer')
+    type IN ('user', 'answer', 'compaction')
     OR turn >= (SELECT turn FROM events WHERE session = ?1 ORDER BY seq DESC LIMIT 1)
     OR seq IN (SELECT min(seq) FROM events WHERE session = ?1 GROUP BY turn)
 ) ORDER BY seq"""

@@ -138,6 +138,10 @@ function show(event) {
       answer(event);
       if (event.status === "stopped") add("note", `The agent was stopped (${event.reason}): this is its best answer so far.`, "note");
       break;
+    case "compaction":  // a summary later prompts carry instead of what it covers (expandable)
+      step(event.covers === "turns" ? `Earlier turns summarised (1–${event.through_turn})`
+        : `Earlier steps summarised (1–${event.through_step})`, event.summary);
+      break;
     case "error":
       if (event.kind === "format" || event.kind === "output") formatError(event);
       else add("error", event.message, "error");

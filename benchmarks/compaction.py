@@ -1,0 +1,151 @@
+"""Prompt tokens per turn across a long conversation, with and without compaction, and
+what compaction costs (model calls and tokens per 100 turns).
+
+    python benchmarks/compaction.py [--turns 200] [--window 4000] [--plot docs/compaction.png]
+    python benchmarks/compaction.py --embedded 800   # the embedded model, on a window of 800
+
+A scripted model stands in for the LLM: each turn plants a fact (``remember code N is X``),
+a summary request is answered with every fact of the request written short (``N=X``).
+Tokens are the engine's estimate (4 characters a token). The plot is written when
+matplotlib is installed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from reactchat import Agent
+from reactchat.messages import AssistantMessage, CompactionEvent, Reply, Request, TextPart, Usage
+from reactchat.protocols.packs import PACKS
+
+FACT = re.compile(r"code (\d+) is (\d+)|\b(\d+)=(\d+)\b")
+
+
+def prompt_tokens(request: Request) -> int:
+    """What a request sends, in the engine's estimated tokens."""
+    chars = 0
+    for message in request.messages:
+        if isinstance(message, AssistantMessage):
+            chars += sum(len(p.text) for p in message.parts if isinstance(p, TextPart))
+        else:
+            chars += len(message.content)
+    return chars // 4
+
+
+class Oracle:
+    """Acknowledges each fact; summarises by writing every fact of the request short."""
+
+    name = "oracle"
+    supports_tools = False
+    context_tokens: int | None = None
+
+    def __init__(self) -> None:
+        self.prompts: list[int] = []
+        self.summary_calls = 0
+        self.summary_tokens = 0
+
+    async def complete(self, request: Request) -> Reply:
+        """A summary, or the acknowledgement of a turn's fact."""
+        tokens = prompt_tokens(request)
+        if request.messages[0].content == PACKS["en"].summary_system:
+            facts = {(a or c): (b or d) for a, b, c, d in FACT.findall(request.messages[1].content)}
+            text = " ".join(f"{n}={v}" for n, v in facts.items())
+            self.summary_calls += 1
+            self.summary_tokens += tokens + len(text) // 4
+            return Reply(parts=[TextPart(text=text)], usage=Usage(input_tokens=tokens, output_tokens=len(text) // 4))
+        self.prompts.append(tokens)
+        question = request.messages[1].content.rsplit("Question: ", 1)[-1]
+        return Reply(parts=[TextPart(text=f" Noted.\nFinal Answer: noted: {question.split('remember ')[-1]}")])
+
+
+async def conversation(turns: int, window: int, compact_at: float | None) -> dict[str, Any]:
+    """One conversation of ``turns`` turns; the prompt of each and the compactions' cost."""
+    oracle = Oracle()
+    agent = Agent(oracle, compact_at=compact_at, context_tokens=window, ask_user=False)
+    session = None
+    for n in range(1, turns + 1):
+        session = (await agent.arun(f"remember code {n} is {(n * 7919) % 100_000}", session)).session
+    assert session is not None
+    events = await agent.store.events(session)
+    compactions = [e for e in events if isinstance(e, CompactionEvent)]
+    last = compactions[-1].summary if compactions else ""
+    return {
+        "compact_at": compact_at,
+        "prompt_tokens": oracle.prompts,
+        "max_prompt_tokens": max(oracle.prompts),
+        "compactions": len(compactions),
+        "summary_calls_per_100_turns": round(oracle.summary_calls * 100 / turns, 2),
+        "summary_tokens_per_100_turns": round(oracle.summary_tokens * 100 / turns),
+        "facts_in_last_summary": len(FACT.findall(last)),
+    }
+
+
+async def embedded(window: int, turns: int = 40) -> dict[str, Any]:
+    """The scripted model plants a fact per turn; then the embedded model (``local``), with
+    ``compact_at=0.8`` of ``window``, summarises and is asked about turn 3."""
+    oracle = Oracle()
+    agent = Agent(oracle, ask_user=False)
+    session = None
+    for n in range(1, turns + 1):
+        session = (await agent.arun(f"remember code {n} is {(n * 7919) % 100_000}", session)).session
+    local = Agent("local", store=agent.store, compact_at=0.8, context_tokens=window, ask_user=False)
+    started = time.perf_counter()
+    result = await local.arun("What is code 3? Answer with the number only.", session)
+    events = await agent.store.events(session)
+    summaries = [e.summary for e in events if isinstance(e, CompactionEvent)]
+    return {
+        "window": window,
+        "expected": 3 * 7919,
+        "answer": result.answer,
+        "seconds": round(time.perf_counter() - started, 1),
+        "summaries": summaries,
+    }
+
+
+def plot(runs: list[dict[str, Any]], window: int, path: Path) -> bool:
+    """The prompt tokens of every turn, one line per run; False without matplotlib."""
+    try:
+        import matplotlib  # optional: the plot is extra (pip install matplotlib)
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    figure, axes = plt.subplots(figsize=(7, 3.5))
+    for run in runs:
+        label = f"compact_at={run['compact_at']}" if run["compact_at"] else "no compaction (history_tokens=2000)"
+        axes.plot(range(1, len(run["prompt_tokens"]) + 1), run["prompt_tokens"], label=label)
+    axes.axhline(window, color="grey", linestyle="--", label=f"window ({window} tokens)")
+    axes.set_xlabel("turn")
+    axes.set_ylabel("prompt tokens (estimated)")
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--turns", type=int, default=200)
+    parser.add_argument("--window", type=int, default=4000)
+    parser.add_argument("--plot", type=Path, default=None)
+    parser.add_argument("--embedded", type=int, default=0, metavar="WINDOW")
+    args = parser.parse_args()
+    if args.embedded:
+        print(json.dumps(asyncio.run(embedded(args.embedded)), ensure_ascii=False))
+        return
+    runs = [asyncio.run(conversation(args.turns, args.window, at)) for at in (None, 0.8)]
+    for run in runs:
+        print(json.dumps({k: v for k, v in run.items() if k != "prompt_tokens"}))
+    if args.plot is not None and plot(runs, args.window, args.plot):
+        print(f"plot: {args.plot}")
+
+
+if __name__ == "__main__":
+    main()
