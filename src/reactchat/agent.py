@@ -88,7 +88,7 @@ class Agent:
         ask_user: bool = True,
         max_observation_chars: int = DEFAULT_MAX_OBSERVATION,
         context_tokens: int = 16_000,
-        history_tokens: int = 2_000,
+        history_tokens: int | None = None,
         max_repeats: int = 3,
         deps: Any = None,
         session_tools: SessionTools | None = None,

@@ -19,6 +19,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from reactchat.engine import tokens
 from reactchat.engine.budget import Budget, Spending
 from reactchat.engine.build import CHARS_PER_TOKEN, make_loop
 from reactchat.engine.loop import Loop, Runner, Runners
@@ -257,7 +258,8 @@ class Run:
         stretch: a plain ReAct loop's final answer then releases the lock in its own store
         transaction (a plan or Reflexion loop's answers need not be the last)."""
         agent = self.agent
-        history = state.history(before=turn.index, budget=agent.history_tokens * CHARS_PER_TOKEN)
+        budget = tokens.history_chars(agent.model, agent.history_tokens, agent.context_tokens)
+        history = state.history(before=turn.index, budget=budget)
         releases = closing and agent.reflect is None and not agent.plan
         self._spending = Spending.of(self.budget, turn.events) if self.budget is not None else None
         loop = await make_loop(

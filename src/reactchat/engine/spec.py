@@ -86,7 +86,8 @@ class AgentSpec(Protocol):
     max_steps: int
     max_observation_chars: int
     context_tokens: int
-    history_tokens: int
+    #: tokens of earlier turns in a prompt; None: a share of the window (``engine.tokens``)
+    history_tokens: int | None
     max_repeats: int
     max_depth: int
     lock_ttl: float
