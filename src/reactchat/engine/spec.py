@@ -34,6 +34,8 @@ SessionTools = Callable[[str, Store], Awaitable[Sequence[Tool]]]
 TurnEnd = Callable[[str, Store, str], Awaitable[None]]
 #: new_message(session, store, text): a message that starts a new turn, before the turn runs
 NewMessage = Callable[[str, Store, str], Awaitable[None]]
+#: instructions(session, store, message): text added to the instructions of a run on ``message``
+Instructions = Callable[[str, Store, str], Awaitable[str]]
 
 
 @dataclass
@@ -45,13 +47,15 @@ class Hooks:
     transaction may have released the turn's lock already). A turn paused on a
     question is not over: it ends once, when it answers. ``new_message`` hooks see a
     message that starts a new turn before the turn's tools are chosen (links in it are
-    read this way: ``reactchat.toolbox.read_links_in_messages``).
+    read this way: ``reactchat.toolbox.read_links_in_messages``). ``instructions`` hooks add
+    text to the instructions of each run (``reactchat.memory`` puts remembered facts there).
     """
 
     store: Callable[[], Store]
     session_tools: list[SessionTools] = field(default_factory=list)
     turn_end: list[TurnEnd] = field(default_factory=list)
     new_message: list[NewMessage] = field(default_factory=list)
+    instructions: list[Instructions] = field(default_factory=list)
 
     async def message_arrived(self, session: str, text: str) -> None:
         """Run the ``new_message`` hooks for a message that starts a turn."""
@@ -64,6 +68,11 @@ class Hooks:
         for hook in self.session_tools:
             tools.extend(await hook(session, store))
         return tools
+
+    async def instructions_for(self, session: str, store: Store, message: str) -> str:
+        """What the ``instructions`` hooks add for a run of ``session`` on ``message``."""
+        texts = [await hook(session, store, message) for hook in self.instructions]
+        return "\n\n".join(t for t in texts if t)
 
     async def turn_ended(self, session: str, answer: AnswerEvent) -> None:
         """Run the ``turn_end`` hooks for a turn whose ``answer`` is durable."""
@@ -119,4 +128,4 @@ class AgentSpec(Protocol):
         ...
 
 
-__all__ = ["AgentSpec", "Hooks", "Mode", "NewMessage", "SessionTools", "TurnEnd"]
+__all__ = ["AgentSpec", "Hooks", "Instructions", "Mode", "NewMessage", "SessionTools", "TurnEnd"]

@@ -61,7 +61,12 @@ def tables(blob: str, real: str) -> tuple[str, ...]:
     )
 
 
-ADD = "INSERT INTO facts (id, scope, text, session, at, expires, vector) VALUES (?, ?, ?, ?, ?, ?, ?)"
+#: the same id again (the same text in the same scope) refreshes the fact
+ADD = (
+    "INSERT INTO facts (id, scope, text, session, at, expires, vector) VALUES (?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (id) DO UPDATE SET text = excluded.text, session = excluded.session, at = excluded.at, "
+    "expires = excluded.expires, vector = excluded.vector"
+)
 EXPIRE = "DELETE FROM facts WHERE scope = ? AND expires IS NOT NULL AND expires <= ?"
 LIST = (
     "SELECT id, scope, text, session, at, expires, vector FROM facts "
