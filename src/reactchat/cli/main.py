@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any, ClassVar, TextIO
 
+from reactchat.cli import memory as memory_cli
 from reactchat.cli.retention import days
 from reactchat.cli.tool_refs import close_tools
 from reactchat.engine.budget import Budget
@@ -444,6 +445,7 @@ def parser() -> argparse.ArgumentParser:
     export.add_argument("--markdown", action="store_true", help="export the session as Markdown")
     for p in (sessions, show):
         database(p)
+    memory_cli.add_parser(commands, database)
     serve = commands.add_parser("serve", help="HTTP API and web chat page")
     common(serve)
     serve.add_argument("--host", default="127.0.0.1")
@@ -477,7 +479,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "serve":
             return _serve(args)
-        runner = {"ask": _ask, "chat": _chat, "mcp": _mcp, "sessions": _sessions, "show": _show}[args.command]
+        runner = {
+            "ask": _ask,
+            "chat": _chat,
+            "mcp": _mcp,
+            "sessions": _sessions,
+            "show": _show,
+            "memory": memory_cli.run,
+        }[args.command]
         return asyncio.run(runner(args, sys.stdout, sys.stderr))
     except KeyboardInterrupt:  # Ctrl-C: asyncio.run cancelled the turn, which recorded it as cancelled
         print("reactchat: stopped; the turn is recorded as cancelled", file=sys.stderr)

@@ -45,6 +45,7 @@ from reactchat.server._config import AgentFactory, ServerConfig
 from reactchat.server._files import Files
 from reactchat.server._guard import USER, Guard, Rate, owner
 from reactchat.server._lean import shortcut
+from reactchat.server._memory import memory_routes
 from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, Body, error, errors, streamed
 from reactchat.server._takeover import follow_routes, stop, watch_abandoned
 from reactchat.server._turns import Turns, TurnStream, failure_event, pending_view, sse, summary
@@ -186,6 +187,7 @@ def create_app(
     _error_handlers(app)
     _session_routes(app, server)
     artifact_routes(app, server)
+    memory_routes(app, server)
     from reactchat.server._openai import openai_routes
 
     openai_routes(app, server)
