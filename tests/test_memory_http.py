@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from playwright.sync_api import Browser, expect
 
 from reactchat import Agent, ConfigError, Memory, ScriptedModel
 from reactchat.cli.main import main
@@ -18,6 +19,7 @@ from reactchat.messages import Request
 from reactchat.server import ServerConfig, create_app
 from reactchat.store import resolve_store
 from server_support import running
+from test_page import browser  # noqa: F401  (the module's Chromium fixture)
 
 USERS = {"alice": "token-alice", "bob": "token-bob"}
 
@@ -113,3 +115,25 @@ def test_the_command_lists_and_forgets_a_scopes_facts(tmp_path: Path, capsys: py
     capsys.readouterr()
     assert main(["memory", "list", "--scope", "user-42", "--db", str(db)]) == 0
     assert "no fact" in capsys.readouterr().err
+
+
+def test_the_pages_memory_panel_lists_and_forgets_facts(browser: Browser, tmp_path: Path) -> None:  # noqa: F811
+    with running(app(f"sqlite:///{tmp_path / 'm.db'}", scope="me")) as base:
+        context = browser.new_context(base_url=base)
+        context.set_default_timeout(15_000)
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto("/")
+        page.get_by_test_id("input").fill("remember my bike is blue")
+        page.get_by_test_id("send").click()
+        expect(page.get_by_test_id("answer").last).to_contain_text("kept")
+        page.get_by_role("button", name="Memory").click()
+        facts = page.get_by_test_id("memory").get_by_test_id("fact")
+        expect(facts).to_have_count(1)
+        expect(facts.first).to_contain_text("my bike is blue")
+        facts.first.get_by_test_id("forget").click()
+        expect(page.get_by_test_id("memory")).to_contain_text("Nothing remembered yet.")
+        assert httpx.get(f"{base}/v1/memory").json() == {"facts": []}
+        assert errors == []
+        context.close()
