@@ -137,3 +137,19 @@ def test_bad_memory_settings_are_clear_errors() -> None:
         Memory(scope="x", share=2)
     with pytest.raises(ConfigError, match="non-empty"):
         Memory(scope="")
+
+
+@pytest.mark.slow  # the embedding model, on torch
+def test_embeddings_find_a_paraphrase_and_a_forgotten_fact_is_not_in_their_index(store_url: str) -> None:
+    pytest.importorskip("sentence_transformers", reason="dense retrieval needs the embeddings extra")
+    store = resolve_store(store_url)
+    memory = Memory(scope="dense", embeddings=True).on(store)
+    for text in ["The user resides in Lyon.", "The user's sister is called Inès.", "The user prefers tea."]:
+        asyncio.run(memory.remember(text, "s"))
+    assert asyncio.run(memory.search("which city is my home?", "s", k=1))[0].text == "The user resides in Lyon."
+    lyon = next(f for f in asyncio.run(memory.facts()) if "Lyon" in f.text)
+    assert lyon.vector is not None and len(lyon.vector) == 384 * 4
+    asyncio.run(memory.forget(lyon.id))
+    found = asyncio.run(memory.search("which city is my home? Lyon", "s", k=5))
+    assert "The user resides in Lyon." not in [f.text for f in found]
+    asyncio.run(store.close())

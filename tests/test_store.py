@@ -647,6 +647,7 @@ async def test_sqlite_file_is_wal_and_created_on_first_use(tmp_path: Path) -> No
         "m004_cancel_requests",
         "m005_last_activity",
         "m006_artifacts",
+        "m007_facts_token_calibrations",
     ]
     again = resolve_store(f"sqlite:///{path}")  # migrations run once
     assert await again.exists("s")
