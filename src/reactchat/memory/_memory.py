@@ -144,14 +144,15 @@ class Memory:
         room = int(min(agent.context_tokens, tokens.window(model) or agent.context_tokens) * self.share)
         lines: list[str] = []
         for fact in found:
-            line = f"- {fact.text} (remembered {time.strftime('%Y-%m-%d', time.gmtime(fact.at))})"
+            # no date here: measured, the embedded models copy it into their answers
+            line = f"- {fact.text}"
             room -= tokens.count(model, line + "\n")
             if room < 0:
                 break
             lines.append(line)
         if not lines:
             return ""
-        return "What you remember from earlier conversations (use it if it helps):\n" + "\n".join(lines)
+        return "What you remember from earlier conversations (answer from it when it fits):\n" + "\n".join(lines)
 
 
 async def _encode(text: str) -> bytes:
