@@ -648,6 +648,7 @@ async def test_sqlite_file_is_wal_and_created_on_first_use(tmp_path: Path) -> No
         "m005_last_activity",
         "m006_artifacts",
         "m007_fork_origin",
+        "m008_facts_token_calibrations",
     ]
     again = resolve_store(f"sqlite:///{path}")  # migrations run once
     assert await again.exists("s")

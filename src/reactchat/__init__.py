@@ -26,6 +26,7 @@ __version__ = "0.1.0"
 _EXPORTS: dict[str, str] = {
     "Agent": "reactchat.agent",
     "Budget": "reactchat.engine.budget",
+    "Memory": "reactchat.memory",
     "Reflexion": "reactchat.orchestration.reflexion",
     "RunResult": "reactchat.engine.session",
     "Step": "reactchat.engine.session",
@@ -66,6 +67,7 @@ if TYPE_CHECKING:
         SessionBusy,
         SessionNotFound,
     )
+    from reactchat.memory import Memory
     from reactchat.models import ContextTooLong, Model, ModelError, ScriptedModel, resolve_model
     from reactchat.orchestration.reflexion import Reflexion
     from reactchat.protocols.base import FormatError

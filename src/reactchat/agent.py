@@ -28,6 +28,8 @@ from reactchat.engine.run import Run
 from reactchat.engine.session import RunResult, SessionState
 from reactchat.engine.spec import Hooks, SessionTools, TurnEnd
 from reactchat.errors import AlreadyAnswered, ConfigError, InsideEventLoop, SessionBusy, SessionNotFound
+from reactchat.memory import Memory
+from reactchat.memory import attach as attach_memory
 from reactchat.messages import CompactionEvent, Event, ToolSpec
 from reactchat.models import Model, resolve_model
 from reactchat.models._http import close_clients
@@ -70,6 +72,10 @@ class Agent:
     tells the model instead). The tool calls of one model reply run at once, at most
     ``parallel_tools`` (native protocol); their observations are recorded in call order.
 
+    ``memory=Memory(scope=...)`` keeps facts across the sessions of a scope: the agent gets
+    ``remember`` and ``recall`` tools and the facts that match a message in its prompt
+    (``agent.memory.facts()``, ``agent.memory.forget(id)``; see ``reactchat.memory``).
+
     ``few_shot=True`` shows the prompt pack's worked example (one full cycle with a tool the
     agent does not have) in the text protocol's instructions; by default it is on for
     models that ask for it (``model.few_shot``: the embedded local models) and off elsewhere.
@@ -90,7 +96,7 @@ class Agent:
         ask_user: bool = True,
         max_observation_chars: int = DEFAULT_MAX_OBSERVATION,
         context_tokens: int = 16_000,
-        history_tokens: int = 2_000,
+        history_tokens: int | None = None,
         compact_at: float | None = None,
         max_repeats: int = 3,
         deps: Any = None,
@@ -112,6 +118,7 @@ class Agent:
         output_retries: int = DEFAULT_RETRIES,
         tool_threads: int = DEFAULT_TOOL_THREADS,
         few_shot: bool | None = None,
+        memory: Memory | None = None,
     ) -> None:
         if protocol not in ("react", "native"):
             raise ConfigError(f"protocol must be 'react' or 'native', not {protocol!r}")
@@ -189,6 +196,10 @@ class Agent:
             self.hooks.session_tools.append(session_tools)
         if on_turn_end is not None:
             self.hooks.turn_end.append(on_turn_end)
+        #: facts kept across the sessions of a scope (``reactchat.memory``), in this agent's store
+        self.memory = memory if memory is None or memory.store is not None else memory.on(lambda: self.store)
+        if self.memory is not None:
+            attach_memory(self, self.memory)
 
     @property
     def model(self) -> Model:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, TextIO
 
 from reactchat.cli import eval as eval_verb
+from reactchat.cli import memory as memory_cli
 from reactchat.cli import record, worker
 from reactchat.cli.report import raw_reply
 from reactchat.cli.retention import days
@@ -417,6 +418,7 @@ def parser() -> argparse.ArgumentParser:
         database(p)
     RECORDED.update(record.add_parsers(commands, database))  # export, import, replay
     eval_verb.add_parser(commands, common)
+    memory_cli.add_parser(commands, database)
     serve = commands.add_parser("serve", help="HTTP API and web chat page")
     common(serve)
     serve.add_argument("--host", default="127.0.0.1")
@@ -461,6 +463,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "show": _show,
             "fork": _fork,
             "eval": eval_verb.run,
+            "memory": memory_cli.run,
             **RECORDED,
         }
         runner = verbs[args.command]

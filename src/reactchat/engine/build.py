@@ -33,17 +33,19 @@ def transcript(
     system: str | None = None,
     output: Output | None = None,
     summary: str = "",
+    notes: str = "",
 ) -> Transcript:
     """A new transcript of ``agent``'s protocol for one run (``system`` replaces the agent's;
-    a typed answer's schema is added to it; ``summary`` is that of the turns before ``history``)."""
+    a typed answer's schema and the hooks' ``notes`` are added to it; ``summary`` is that of
+    the turns before ``history``)."""
     system = system if system is not None else agent.system
     output = output or agent.output
     typed = output.instructions() if output is not None else None
     if agent.protocol == "native":
-        native = "\n\n".join(filter(None, [system or SYSTEM, typed]))
+        native = "\n\n".join(filter(None, [system or SYSTEM, typed, notes]))
         return NativeTranscript(agent.pack, tools, history, question, native, summary)
     few_shot = agent.few_shot if agent.few_shot is not None else getattr(agent.model, "few_shot", False)
-    instructions = "\n\n".join(filter(None, [system, typed])) or None
+    instructions = "\n\n".join(filter(None, [system, typed, notes])) or None
     return ReactTranscript(agent.pack, tools, history, question, instructions, few_shot, summary)
 
 
@@ -89,6 +91,7 @@ async def make_loop(
         tools = [with_effect(t, agent.effects[t.name]) if t.name in agent.effects else t for t in tools]
     model = agent.model
     check_priced(spending.budget if spending is not None else None, model.name)
+    notes = await agent.hooks.instructions_for(session, store, question)
     context = min(agent.context_tokens, model.context_tokens or agent.context_tokens) * CHARS_PER_TOKEN
     return Loop(
         session=session,
@@ -96,7 +99,7 @@ async def make_loop(
         model=model,
         store=store,
         tools={t.name: t for t in tools},
-        transcript=transcript(agent, [t.spec for t in tools], history, question, system, output, summary),
+        transcript=transcript(agent, [t.spec for t in tools], history, question, system, output, summary, notes),
         max_steps=agent.max_steps,
         max_observation=agent.max_observation_chars,
         context_chars=context,

@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from reactchat.engine import approval
+from reactchat.engine import approval, tokens
 from reactchat.engine.approval import Policy
 from reactchat.engine.budget import Spending
 from reactchat.engine.calls import ONE_QUESTION
@@ -402,6 +402,7 @@ class Loop(Recovery):
             if not (retrying and isinstance(exc, ContextTooLong)):
                 await self.emit(ErrorEvent(kind="model", message=f"{type(exc).__name__}: {exc}"))
             raise
+        await tokens.learn(self.store, self.model, request, reply.usage)
         return reply, time.perf_counter() - started
 
     async def run_calls(self, calls: list[Call], thought: ThoughtEvent) -> AsyncIterator[Event]:

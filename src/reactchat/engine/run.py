@@ -19,6 +19,7 @@ import os
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from reactchat.engine import tokens
 from reactchat.engine.budget import Budget, Spending
 from reactchat.engine.build import CHARS_PER_TOKEN, make_loop, transcript
 from reactchat.engine.compaction import Carried, carried
@@ -287,7 +288,8 @@ class Run:
         (compacted first when the prompt would pass ``compact_at`` of the window)."""
         agent = self.agent
         if agent.compact_at is None:
-            return "", state.history(before=turn.index, budget=agent.history_tokens * CHARS_PER_TOKEN)
+            budget = tokens.history_chars(agent.model, agent.history_tokens, agent.context_tokens)
+            return "", state.history(before=turn.index, budget=budget)
         specs = [t.spec for t in agent.tools]
 
         def size(summary: str, history: list[tuple[str, str]]) -> int:

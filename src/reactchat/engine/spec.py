@@ -36,6 +36,8 @@ TurnEnd = Callable[[str, Store, str], Awaitable[None]]
 NewMessage = Callable[[str, Store, str], Awaitable[None]]
 #: fork(original, new, store): a session was forked into ``new`` (its events are copied)
 Fork = Callable[[str, str, Store], Awaitable[None]]
+#: instructions(session, store, message): text added to the instructions of a run on ``message``
+Instructions = Callable[[str, Store, str], Awaitable[str]]
 
 
 @dataclass
@@ -48,7 +50,9 @@ class Hooks:
     question is not over: it ends once, when it answers. ``new_message`` hooks see a
     message that starts a new turn before the turn's tools are chosen (links in it are
     read this way: ``reactchat.toolbox.read_links_in_messages``). ``fork`` hooks copy what
-    a component keeps per session into a fork of it (the uploaded files).
+    a component keeps per session into a fork of it (the uploaded files). ``instructions``
+    hooks add text to the instructions of each run (``reactchat.memory`` puts remembered
+    facts there).
     """
 
     store: Callable[[], Store]
@@ -56,6 +60,7 @@ class Hooks:
     turn_end: list[TurnEnd] = field(default_factory=list)
     new_message: list[NewMessage] = field(default_factory=list)
     fork: list[Fork] = field(default_factory=list)
+    instructions: list[Instructions] = field(default_factory=list)
 
     async def message_arrived(self, session: str, text: str) -> None:
         """Run the ``new_message`` hooks for a message that starts a turn."""
@@ -73,6 +78,11 @@ class Hooks:
         """Run the ``fork`` hooks for a session ``original`` just forked into ``new``."""
         for hook in self.fork:
             await hook(original, new, self.store())
+
+    async def instructions_for(self, session: str, store: Store, message: str) -> str:
+        """What the ``instructions`` hooks add for a run of ``session`` on ``message``."""
+        texts = [await hook(session, store, message) for hook in self.instructions]
+        return "\n\n".join(t for t in texts if t)
 
     async def turn_ended(self, session: str, answer: AnswerEvent) -> None:
         """Run the ``turn_end`` hooks for a turn whose ``answer`` is durable."""
@@ -95,7 +105,8 @@ class AgentSpec(Protocol):
     max_steps: int
     max_observation_chars: int
     context_tokens: int
-    history_tokens: int
+    #: tokens of earlier turns in a prompt; None: a share of the window (``engine.tokens``)
+    history_tokens: int | None
     #: the share of the context window past which a prompt is compacted (None: never)
     compact_at: float | None
     max_repeats: int
@@ -129,4 +140,4 @@ class AgentSpec(Protocol):
         ...
 
 
-__all__ = ["AgentSpec", "Fork", "Hooks", "Mode", "NewMessage", "SessionTools", "TurnEnd"]
+__all__ = ["AgentSpec", "Fork", "Hooks", "Instructions", "Mode", "NewMessage", "SessionTools", "TurnEnd"]

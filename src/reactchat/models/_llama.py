@@ -66,6 +66,18 @@ class Runtime:
         bos = self.bos_text if self.bos_text and not head.startswith(self.bos_text) else ""
         return (bos + head + prefill).encode()
 
+    def count(self, text: str) -> int:
+        """How many tokens ``text`` is for this model (no BOS, special tokens as plain text)."""
+        with self.lock:
+            return len(self.llama.tokenize(text.encode(), add_bos=False, special=False))
+
+    @property
+    def trained_context(self) -> int:
+        """The context window the GGUF was trained with (``n_ctx_train``: the file's
+        ``<architecture>.context_length`` metadata, as llama.cpp reads it)."""
+        metadata = self.llama.metadata
+        return int(metadata[f"{metadata['general.architecture']}.context_length"])
+
     def tokenize(self, head: str, prefill: str) -> list[int]:
         """Tokens of ``head + prefill``, reusing the cached tokens of a shared prefix.
 

@@ -138,6 +138,15 @@ class LocalModel:
         return self.n_ctx
 
     @property
+    def trained_context(self) -> int:
+        """The window the GGUF was trained with, read from the file (loads the model)."""
+        return self._runtime().trained_context
+
+    def count_tokens(self, text: str) -> int:
+        """How many tokens ``text`` is for this model's own tokenizer (loads the model)."""
+        return self._runtime().count(text)
+
+    @property
     def last_stats(self) -> CallStats | None:
         """Statistics of the most recent call, or None before the first."""
         return self.calls[-1] if self.calls else None

@@ -46,6 +46,7 @@ from reactchat.server._fork import fork_routes
 from reactchat.server._guard import USER, Guard, Rate, owner
 from reactchat.server._health import health_routes
 from reactchat.server._lean import shortcut
+from reactchat.server._memory import memory_routes
 from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, Body, error, errors, streamed
 from reactchat.server._server import Server
 from reactchat.server._takeover import follow_routes, stop, watch_abandoned
@@ -148,6 +149,7 @@ def create_app(
     _error_handlers(app)
     _session_routes(app, server)
     artifact_routes(app, server)
+    memory_routes(app, server)
     from reactchat.server._openai import openai_routes
 
     openai_routes(app, server)

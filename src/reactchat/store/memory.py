@@ -9,6 +9,7 @@ from dataclasses import replace
 from reactchat.messages import Event
 from reactchat.store import SessionNotFound
 from reactchat.store._artifacts import MAX_ARTIFACTS, MAX_SESSION_BYTES, Artifact, content_type
+from reactchat.store._facts import Fact
 from reactchat.store._fork import fork_point
 
 
@@ -26,6 +27,10 @@ class MemoryStore:
         self._artifacts: dict[str, dict[str, Artifact]] = {}
         #: forked session → (original, the seq its copy stopped before)
         self._origins: dict[str, tuple[str, int]] = {}
+        #: scope → fact id → fact
+        self._facts: dict[str, dict[str, Fact]] = {}
+        #: model name → (characters sent, input tokens reported)
+        self._calibrations: dict[str, tuple[int, int]] = {}
 
     async def create_session(self, session_id: str | None = None) -> str:
         """Create a session and return its id."""
@@ -181,6 +186,31 @@ class MemoryStore:
             if name == key:
                 rows = rows[-keep:] if keep > 0 else []
             self._reflections[name] = rows
+
+    async def add_fact(self, fact: Fact) -> None:
+        """Keep ``fact`` (and drop the scope's expired ones)."""
+        held = self._facts.setdefault(fact.scope, {})
+        for gone in [f.id for f in held.values() if f.expires is not None and f.expires <= fact.at]:
+            del held[gone]
+        held[fact.id] = fact
+
+    async def facts(self, scope: str, now: float, limit: int = 1000) -> list[Fact]:
+        """The scope's facts that have not expired at ``now``, newest first."""
+        live = [f for f in self._facts.get(scope, {}).values() if f.expires is None or f.expires > now]
+        return sorted(live, key=lambda f: (-f.at, f.id))[:limit]
+
+    async def forget_fact(self, scope: str, fact_id: str) -> bool:
+        """Delete a fact of ``scope``; whether there was one."""
+        return self._facts.get(scope, {}).pop(fact_id, None) is not None
+
+    async def token_calibration(self, model: str) -> tuple[int, int] | None:
+        """The ``(characters, tokens)`` recorded for ``model``, or None."""
+        return self._calibrations.get(model)
+
+    async def add_token_calibration(self, model: str, chars: int, tokens: int) -> None:
+        """Add to ``model``'s totals of characters sent and input tokens reported."""
+        old = self._calibrations.get(model, (0, 0))
+        self._calibrations[model] = (old[0] + chars, old[1] + tokens)
 
 
 def from_url(url: str) -> MemoryStore:

@@ -51,10 +51,11 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any
 
 from reactchat.messages import Event, stored_event, stored_json
-from reactchat.store import SessionNotFound
+from reactchat.store import SessionNotFound, _facts
 from reactchat.store import _migrations as migrations
 from reactchat.store._artifacts import MAX_ARTIFACTS, MAX_SESSION_BYTES, PRUNE, Artifact, content_type
 from reactchat.store._batch import Batcher
+from reactchat.store._facts import Fact
 from reactchat.store._fork import Rebase, fork_point
 from reactchat.store._migrations import Schema, mark_interrupted
 from reactchat.store._views import TurnViews, View
@@ -134,6 +135,11 @@ SCHEMA.add(
     "m007_fork_origin",  # a forked session's original and the seq its copy stopped before (``fork``)
     "ALTER TABLE sessions ADD COLUMN forked_from TEXT",
     "ALTER TABLE sessions ADD COLUMN forked_before INTEGER",
+)
+SCHEMA.add(
+    8,
+    "m008_facts_token_calibrations",  # memory across sessions (reactchat.memory), tokens per model (engine.tokens)
+    *_facts.tables("BYTEA", "DOUBLE PRECISION"),
 )
 
 #: one statement for a whole batch of events, from any number of sessions: each row's
@@ -605,6 +611,39 @@ class PostgresStore:
                    (SELECT id FROM reflections WHERE key = %(key)s ORDER BY at DESC, id DESC LIMIT %(keep)s)""",
                 {"key": key, "keep": keep},
             )
+
+    # ------------------------------------------------------------------ facts, token counts
+
+    async def add_fact(self, fact: Fact) -> None:
+        """Keep ``fact`` (and drop the scope's expired ones)."""
+        async with self._db() as db, db.transaction():
+            await db.execute(_facts.postgres(_facts.EXPIRE), (fact.scope, fact.at))
+            await db.execute(_facts.postgres(_facts.ADD), _facts.values(fact))
+
+    async def facts(self, scope: str, now: float, limit: int = 1000) -> list[Fact]:
+        """The scope's facts that have not expired at ``now``, newest first."""
+        async with self._db() as db:
+            cursor = await db.execute(_facts.postgres(_facts.LIST), (scope, now, limit))
+            rows = await cursor.fetchall()
+        return [_facts.from_row(row) for row in rows]
+
+    async def forget_fact(self, scope: str, fact_id: str) -> bool:
+        """Delete a fact of ``scope``; whether there was one."""
+        async with self._db() as db:
+            cursor = await db.execute(_facts.postgres(_facts.FORGET), (scope, fact_id))
+            return cursor.rowcount > 0
+
+    async def token_calibration(self, model: str) -> tuple[int, int] | None:
+        """The ``(characters, tokens)`` recorded for ``model``, or None."""
+        async with self._db() as db:
+            cursor = await db.execute(_facts.postgres(_facts.CALIBRATION), (model,))
+            row = await cursor.fetchone()
+        return (int(row[0]), int(row[1])) if row else None
+
+    async def add_token_calibration(self, model: str, chars: int, tokens: int) -> None:
+        """Add to ``model``'s totals of characters sent and input tokens reported."""
+        async with self._db() as db:
+            await db.execute(_facts.postgres(_facts.CALIBRATE), (model, chars, tokens))
 
     # ------------------------------------------------------------------ artifacts
 

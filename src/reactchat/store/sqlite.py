@@ -58,9 +58,10 @@ from typing import TypeVar
 
 from reactchat.errors import DiskFull
 from reactchat.messages import Event, stored_event, stored_json
-from reactchat.store import SessionNotFound
+from reactchat.store import SessionNotFound, _facts
 from reactchat.store import _migrations as migrations
 from reactchat.store._artifacts import MAX_ARTIFACTS, MAX_SESSION_BYTES, PRUNE, Artifact, content_type
+from reactchat.store._facts import Fact
 from reactchat.store._fork import Rebase, fork_point
 from reactchat.store._migrations import Schema, mark_interrupted
 from reactchat.store._views import TurnViews, View
@@ -153,6 +154,12 @@ SCHEMA.add(
     "m007_fork_origin",  # a forked session's original and the seq its copy stopped before (``fork``)
     "ALTER TABLE sessions ADD COLUMN forked_from TEXT",
     "ALTER TABLE sessions ADD COLUMN forked_before INTEGER",
+)
+
+SCHEMA.add(
+    8,
+    "m008_facts_token_calibrations",  # memory across sessions (reactchat.memory), tokens per model (engine.tokens)
+    *_facts.tables("BLOB", "REAL"),
 )
 
 
@@ -570,6 +577,36 @@ class SqliteStore:
                 )
 
         await self._call(add, write=True)
+
+    # ------------------------------------------------------------------ facts, token counts
+
+    async def add_fact(self, fact: Fact) -> None:
+        """Keep ``fact`` (and drop the scope's expired ones)."""
+
+        def add(db: sqlite3.Connection) -> None:
+            with _immediate(db):
+                db.execute(_facts.EXPIRE, (fact.scope, fact.at))
+                db.execute(_facts.ADD, _facts.values(fact))
+
+        await self._call(add, write=True)
+
+    async def facts(self, scope: str, now: float, limit: int = 1000) -> list[Fact]:
+        """The scope's facts that have not expired at ``now``, newest first."""
+        rows = await self._call(lambda db: db.execute(_facts.LIST, (scope, now, limit)).fetchall())
+        return [_facts.from_row(row) for row in rows]
+
+    async def forget_fact(self, scope: str, fact_id: str) -> bool:
+        """Delete a fact of ``scope``; whether there was one."""
+        return bool(await self._call(lambda db: db.execute(_facts.FORGET, (scope, fact_id)).rowcount, write=True))
+
+    async def token_calibration(self, model: str) -> tuple[int, int] | None:
+        """The ``(characters, tokens)`` recorded for ``model``, or None."""
+        row = await self._call(lambda db: db.execute(_facts.CALIBRATION, (model,)).fetchone())
+        return (int(row[0]), int(row[1])) if row else None
+
+    async def add_token_calibration(self, model: str, chars: int, tokens: int) -> None:
+        """Add to ``model``'s totals of characters sent and input tokens reported."""
+        await self._call(lambda db: db.execute(_facts.CALIBRATE, (model, chars, tokens)), write=True)
 
     # ------------------------------------------------------------------ artifacts
 

@@ -3,6 +3,7 @@
 import { callLine, cite, markdown, sourcesOf, usageLine } from "./render.js";
 import { api, errorText, askToken, headers } from "./api.js";
 import { showArtifacts } from "./artifacts.js";
+import { showMemory } from "./memory.js";
 import { showSessions } from "./sessions.js";
 import { hasRun, nest, planProgress, showPlan } from "./team.js";
 import { answerActions, dropFiles, forPeople, userActions, welcome } from "./people.js";
@@ -450,6 +451,7 @@ $("clear").addEventListener("click", async () => {
   add("note", "Context cleared: the uploaded files are forgotten.", "note");
 });
 $("new").addEventListener("click", () => { ready = newSession(); });
+$("memory-button").addEventListener("click", showMemory);
 $("history").addEventListener("click", () => showSessions(session, (id) => { open(id); ready = load(); }));
 
 // what a message or an upload waits for: the session being created or opened
