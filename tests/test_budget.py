@@ -158,3 +158,13 @@ def test_reactchat_ask_budget(tmp_path: Path) -> None:
     out = subprocess.run([*command, *flags], capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
     assert out.returncode == 3, out.stderr
     assert "1 tool calls of 1" in out.stdout and "Grant as much again" in out.stdout
+
+
+def test_http_cost_budget_for_a_model_without_prices_is_a_400() -> None:
+    from server_support import make_app, running
+
+    with running(make_app()) as base, httpx.Client(base_url=base, timeout=20) as client:
+        session = client.post("/v1/sessions").json()["session"]
+        body = {"message": "compute 6*7", "stream": False, "budget": {"cost": 0.1}}
+        refused = client.post(f"/v1/sessions/{session}/messages", json=body)
+        assert refused.status_code == 400 and "price" in refused.json()["error"]["message"]

@@ -35,9 +35,9 @@ from reactchat.agent import Agent
 from reactchat.cli.report import forked_from, turn_view
 from reactchat.cli.retention import expire_sessions
 from reactchat.cli.tool_refs import close_tools, offered_tools
-from reactchat.engine.budget import Budget
+from reactchat.engine.budget import Budget, check_priced
 from reactchat.engine.session import SessionState
-from reactchat.errors import DiskFull
+from reactchat.errors import ConfigError, DiskFull
 from reactchat.server._artifacts import artifact_routes
 from reactchat.server._cancel import cancel_routes, watch_cancels
 from reactchat.server._config import AgentFactory, ServerConfig
@@ -313,6 +313,10 @@ def _session_routes(app: FastAPI, server: Server) -> None:
         """Run a turn (or answer the pending question) and stream its events as SSE."""
         most = server.config.max_budget
         budget = body.budget.limits(most) if body.budget is not None else most
+        try:
+            check_priced(budget, server.agent.model.name)
+        except ConfigError as exc:  # the client's cost limit, not the operator's set-up
+            return error(400, str(exc), "invalid_request")
         feed = await server.turns.start(server.agent, session, body.message, body.reply_to, body.output_schema, budget)
         left = server.files.left_after(session) if server.files is not None else None
         if body.stream:

@@ -40,7 +40,10 @@ class ErrorBody(BaseModel):
 
 
 _WHY = {
-    400: "The body is not JSON, or a file could not be read (damaged, empty, several file parts)",
+    400: (
+        "The body is not JSON, a file could not be read (damaged, empty, several file parts), "
+        "or a cost budget was asked of a model without prices"
+    ),
     401: "A bearer token is required and was missing or wrong",
     403: "The Host is not this server's, a cross-origin write, or a non-local client of a server without a token",
     404: "No such session (or not one of the caller's)",
