@@ -23,6 +23,8 @@ from reactchat.messages import (
     QuestionEvent,
     ThoughtEvent,
     UserEvent,
+    event_seconds,
+    event_usage,
 )
 from reactchat.store import SessionNotFound, Store
 
@@ -215,10 +217,10 @@ def raw_reply(event: ErrorEvent) -> str:
 def _cost_note(event: Event) -> str:
     """`` (0.8 s, 320 tokens)`` for a model call or a tool."""
     notes = []
-    seconds = float(getattr(event, "seconds", 0.0) or 0.0)
+    seconds = event_seconds(event)
     if seconds:
         notes.append(duration(seconds))
-    usage = getattr(event, "usage", None)
+    usage = event_usage(event)
     if usage is not None:
         notes.append(f"{'≈' if usage.estimated else ''}{usage.input_tokens + usage.output_tokens:,} tokens")
     return f"  ({', '.join(notes)})" if notes else ""

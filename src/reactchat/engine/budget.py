@@ -22,7 +22,7 @@ from decimal import Decimal
 from reactchat.engine.approval import is_yes
 from reactchat.engine.usage import cost
 from reactchat.errors import ConfigError
-from reactchat.messages import ActionEvent, Event, QuestionEvent, Usage, UserEvent
+from reactchat.messages import ActionEvent, Event, QuestionEvent, Usage, UserEvent, event_seconds, event_usage
 
 #: the call id prefix of a budget question (``budget-1``, ``budget-2``…)
 BUDGET = "budget-"
@@ -108,11 +108,11 @@ class Spending:
 
     def add(self, event: Event) -> None:
         """Fold one more event of the turn."""
-        usage = getattr(event, "usage", None)
+        usage = event_usage(event)
         if usage is not None:
             self.tokens += usage.input_tokens + usage.output_tokens
             self.cost += cost(usage) or Decimal(0)
-        self.seconds += float(getattr(event, "seconds", 0.0) or 0.0)
+        self.seconds += event_seconds(event)
         if isinstance(event, ActionEvent):
             self.tool_calls += 1
         elif isinstance(event, QuestionEvent) and event.kind == "budget":

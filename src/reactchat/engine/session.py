@@ -27,6 +27,7 @@ from reactchat.messages import (
     TrialEvent,
     Usage,
     UserEvent,
+    event_usage,
 )
 
 #: how a run ended, as ``RunResult.status`` says it
@@ -135,7 +136,7 @@ def usage_by_agent(events: list[Event]) -> dict[str, Usage]:
     """Tokens used by the model calls among ``events``, by agent path."""
     totals: dict[str, Usage] = {}
     for event in events:
-        usage = getattr(event, "usage", None)
+        usage = event_usage(event)
         if usage is not None:
             totals[event.agent] = totals.get(event.agent, Usage()) + usage
     return totals
@@ -404,7 +405,7 @@ def steps_of(events: list[Event], run: str = "") -> list[Step]:
 
 def usage_of(events: list[Event]) -> Usage:
     """Tokens used by the model calls among ``events``."""
-    return Usage.sum(usage for event in events if (usage := getattr(event, "usage", None)) is not None)
+    return Usage.sum(usage for event in events if (usage := event_usage(event)) is not None)
 
 
 @dataclass

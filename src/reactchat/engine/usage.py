@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from reactchat.messages import Event, Reply, Request, Usage
+from reactchat.messages import Event, Reply, Request, Usage, event_seconds, event_usage
 from reactchat.messages._fast import trusted
 
 #: characters per token when a server reports no usage (a rough, model-agnostic estimate)
@@ -155,8 +155,8 @@ def total(events: Iterable[Event]) -> UsageTotal:
     """Usage of every model call among ``events``, with a breakdown per agent path."""
     result = UsageTotal()
     for event in events:
-        seconds = float(getattr(event, "seconds", 0.0) or 0.0)
-        usage: Usage | None = getattr(event, "usage", None)
+        seconds = event_seconds(event)
+        usage = event_usage(event)
         if not seconds and usage is None:
             continue
         agent = result.agents.get(event.agent)

@@ -473,6 +473,21 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 
+#: the events that record a model call's usage, and those that record how long they took
+_WITH_USAGE = (ThoughtEvent, AnswerEvent, ErrorEvent, PlanEvent, TrialEvent, CompactionEvent)
+_WITH_SECONDS = (*_WITH_USAGE, ObservationEvent)
+
+
+def event_usage(event: Event) -> Usage | None:
+    """The usage of the model call an event records, if it records one."""
+    return event.usage if isinstance(event, _WITH_USAGE) else None
+
+
+def event_seconds(event: Event) -> float:
+    """How long the model or tool call an event records took (0 for other events)."""
+    return event.seconds if isinstance(event, _WITH_SECONDS) else 0.0
+
+
 _ADAPTERS: dict[str, Any] = {}
 _NOT_STORED = {"seq"}
 

@@ -31,6 +31,7 @@ from reactchat.messages import (
     ToolCallPart,
     TrialEvent,
     Usage,
+    event_usage,
 )
 from reactchat.tools import Tool
 
@@ -68,7 +69,7 @@ def recorded_replies(events: list[Event]) -> list[RecordedReply]:
 def reply_for(recorded: RecordedReply, request: Request) -> Reply:
     """The recorded reply in the form ``request``'s protocol reads."""
     event = recorded.event
-    usage = getattr(event, "usage", None) or Usage()
+    usage = event_usage(event) or Usage()
     if isinstance(event, ThoughtEvent):
         if request.tools:  # native tool calling: the calls as parts
             parts: list[TextPart | ToolCallPart] = [TextPart(text=event.raw)] if event.raw else []

@@ -254,7 +254,7 @@ class Tool:
             raise ToolInputError(
                 f"Invalid arguments for {self.name}: {validation_problems(exc)}. Schema: {self.schema_json()}"
             ) from None
-        return dict(valid) if self._scalars else valid.model_dump()
+        return dict(iter(valid)) if self._scalars else valid.model_dump()
 
     def schema_json(self) -> str:
         """The input schema as compact JSON, for prompts and error messages."""
