@@ -20,6 +20,7 @@ from reactchat.engine.forks import ForkLookup
 from reactchat.engine.guards import RepeatGuard, truncate, unknown_tool
 from reactchat.engine.tracing import TurnTrace
 from reactchat.messages import Event, ObservationEvent, QuestionEvent, StartedEvent
+from reactchat.messages._fast import place
 from reactchat.protocols.base import Call, ToolResult, Transcript
 from reactchat.store import Store
 from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
@@ -74,8 +75,7 @@ class Calls:
 
     def place(self, event: Event) -> Event:
         """Give ``event`` its place: this run's session, turn, step, agent path and run id."""
-        event.session, event.turn, event.step = self.session, self.turn, self.step
-        event.agent, event.run = self.agent, self.run
+        place(event, self.session, self.turn, self.step, self.agent, self.run)
         return event
 
     async def observe(self, call: Call, result: ToolResult, seconds: float = 0.0, interrupted: bool = False) -> Event:

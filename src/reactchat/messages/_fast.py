@@ -84,4 +84,12 @@ _set_extra = BaseModel.__dict__["__pydantic_extra__"].__set__
 _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 
 
-__all__ = ["AllFields", "share_fields_set", "trusted"]
+def place(event: BaseModel, session: str, turn: int, step: int, agent: str, run: str) -> None:
+    """Give an event its place in a session's log (what the engine does to every event it
+    records), written to the model's ``__dict__`` at once instead of through five calls of
+    pydantic's ``__setattr__``: a sixth of what the engine adds to a step beyond its parts
+    (``python benchmarks/engine_compare.py HEAD~1 HEAD`` with and without it)."""
+    event.__dict__.update(session=session, turn=turn, step=step, agent=agent, run=run)
+
+
+__all__ = ["AllFields", "place", "share_fields_set", "trusted"]
