@@ -87,8 +87,8 @@ _set_private = BaseModel.__dict__["__pydantic_private__"].__set__
 def place(event: BaseModel, session: str, turn: int, step: int, agent: str, run: str) -> None:
     """Give an event its place in a session's log (what the engine does to every event it
     records), written to the model's ``__dict__`` at once instead of through five calls of
-    pydantic's ``__setattr__``: a sixth of what the engine adds to a step beyond its parts
-    (``python benchmarks/engine_compare.py HEAD~1 HEAD`` with and without it)."""
+    pydantic's ``__setattr__`` each: those were 7 % of a step's CPU in a profile of
+    ``benchmarks/engine_overhead.py`` (15 calls a step)."""
     event.__dict__.update(session=session, turn=turn, step=step, agent=agent, run=run)
 
 
