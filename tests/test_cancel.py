@@ -122,13 +122,16 @@ async def test_cancelling_mid_tool_abandons_the_thread_and_resume_reports_the_ca
     assert state.turns[0].status == "cancelled"
     release.set()
 
-    # resume (asked for explicitly) continues the cancelled turn; the cut-off call is
-    # reported as interrupted, not silently run again
+    # resume (asked for explicitly) continues the cancelled turn; the cut-off call (unsafe, the
+    # default) is not silently run again: it is in doubt until the user says what happened
+    asking = Agent(model=ScriptedModel([]), tools=[slow_lookup], store=store)
+    doubt = await asking.resume(session)
+    assert doubt.status == "waiting" and doubt.pending is not None and doubt.pending.kind == "in_doubt"
     resumer = Agent(model=ScriptedModel([" It was cut off.\nFinal Answer: unknown"]), tools=[slow_lookup], store=store)
-    result = await resumer.resume(session)
+    result = await resumer.arun("it did not run", session)
     assert result.status == "done" and result.turn == 1
     observation = next(e for e in result.events if e.type == "observation")
-    assert observation.interrupted  # type: ignore[union-attr]
+    assert observation.text == "it did not run"
 
 
 def test_a_second_client_cancels_a_streaming_turn_over_http(tmp_path: Path) -> None:
