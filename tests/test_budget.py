@@ -160,11 +160,11 @@ def test_reactchat_ask_budget(tmp_path: Path) -> None:
     assert "1 tool calls of 1" in out.stdout and "Grant as much again" in out.stdout
 
 
-def test_http_cost_budget_for_a_model_without_prices_is_a_400() -> None:
+def test_http_cost_budget_for_a_model_without_prices_is_a_409() -> None:
     from server_support import make_app, running
 
     with running(make_app()) as base, httpx.Client(base_url=base, timeout=20) as client:
         session = client.post("/v1/sessions").json()["session"]
         body = {"message": "compute 6*7", "stream": False, "budget": {"cost": 0.1}}
         refused = client.post(f"/v1/sessions/{session}/messages", json=body)
-        assert refused.status_code == 400 and "price" in refused.json()["error"]["message"]
+        assert refused.status_code == 409 and "price" in refused.json()["error"]["message"]

@@ -315,8 +315,8 @@ def _session_routes(app: FastAPI, server: Server) -> None:
         budget = body.budget.limits(most) if body.budget is not None else most
         try:
             check_priced(budget, server.agent.model.name)
-        except ConfigError as exc:  # the client's cost limit, not the operator's set-up
-            return error(400, str(exc), "invalid_request")
+        except ConfigError as exc:  # a cost limit this server's model cannot keep (it has no prices)
+            return error(409, str(exc), "unpriced_model")
         feed = await server.turns.start(server.agent, session, body.message, body.reply_to, body.output_schema, budget)
         left = server.files.left_after(session) if server.files is not None else None
         if body.stream:

@@ -40,14 +40,14 @@ class ErrorBody(BaseModel):
 
 
 _WHY = {
-    400: (
-        "The body is not JSON, a file could not be read (damaged, empty, several file parts), "
-        "or a cost budget was asked of a model without prices"
-    ),
+    400: "The body is not JSON, or a file could not be read (damaged, empty, several file parts)",
     401: "A bearer token is required and was missing or wrong",
     403: "The Host is not this server's, a cross-origin write, or a non-local client of a server without a token",
     404: "No such session (or not one of the caller's)",
-    409: "The session is busy with another turn, the question was already answered, or it has too many files",
+    409: (
+        "The session is busy with another turn, the question was already answered, it has too many "
+        "files, or a cost budget was asked of a model without prices"
+    ),
     413: "The body, or what reading the file would take (pages, paragraphs, rows, characters, time), is too large",
     415: "The file's type is not one that is read",
     422: "The body does not match the schema",
