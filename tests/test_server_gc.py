@@ -22,7 +22,8 @@ import uvicorn
 from reactchat.server import app_from_env, serve
 young, middle, oldest = gc.get_threshold()
 if sys.argv[1] == "serve":
-    uvicorn.run = lambda app, **options: None  # everything reactchat serve does but listening
+    from reactchat.server._serve import DrainingServer
+    DrainingServer.run = lambda self, sockets=None: None  # everything reactchat serve does but listening
     serve(db="memory:")
 else:
     app_from_env()
