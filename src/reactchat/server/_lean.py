@@ -17,6 +17,11 @@ handler for it. Anything else — no body, another content type, bad JSON, a bod
 model refuses, a client that leaves mid-body, a traced request, any other route — goes
 on through FastAPI (the body replayed), so those answers and FastAPI's spans are
 FastAPI's own. The route stays declared in FastAPI: the OpenAPI document is unchanged.
+
+Kept for what it measures (``python benchmarks/server_load.py --matrix --stores memory,sqlite
+--before CHECKOUT_WITHOUT_IT --rounds 2``, 2026-12-02, load 0.9-1.1): on SQLite, server CPU per
+turn 3.48 -> 2.92 ms (0.84x) and 279 -> 329 turns/s with it; on the memory store no gain
+(2.00 -> 2.17 ms, 441 -> 419 turns/s, within that run's noise).
 """
 
 from __future__ import annotations
