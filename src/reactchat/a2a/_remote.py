@@ -89,7 +89,7 @@ class RemoteAgent(Tool):
             """Args:
             task: everything the agent needs to know to do the task, in one message.
             """
-            raise NotImplementedError("a remote agent runs inside its parent's loop (RemoteAgent.stream)")
+            raise TypeError("a remote agent runs inside its parent's loop (RemoteAgent.stream), not as a function")
 
         name = name or _name_of(url)
         description = description or f"The remote agent at {url}: give it a task, it answers."
