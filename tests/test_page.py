@@ -58,6 +58,7 @@ def page(browser: Browser, base: str) -> Iterator[Page]:
 
 
 def send(page: Page, text: str) -> None:
+    expect(page.get_by_test_id("send")).to_be_visible()  # the last turn has ended
     page.get_by_test_id("input").fill(text)
     page.get_by_test_id("input").press("Enter")
 

@@ -87,6 +87,9 @@ def shoot(page: Page, name: str) -> None:
 
 
 def send(page: Page, text: str) -> None:
+    """Type and send ``text`` once the last turn has ended (while one runs, Enter keeps the
+    text in the composer and sends nothing)."""
+    expect(page.get_by_test_id("send")).to_be_visible()
     page.get_by_test_id("input").fill(text)
     page.get_by_test_id("input").press("Enter")
 
@@ -161,7 +164,9 @@ def test_regenerate_and_edit_answer_again_in_a_fork_of_the_session(page: Page) -
     send(page, "compute 2 * 2")
     expect(page.get_by_test_id("answer")).to_have_count(2)
     original = page.evaluate("localStorage.getItem('reactchat.session')")
-    page.get_by_test_id("regenerate").last.click()  # the second turn, answered again in a fork
+    # the second turn, answered again in a fork (the button waits for the first turn to end)
+    page.get_by_test_id("regenerate").last.click()
+    page.wait_for_function("was => localStorage.getItem('reactchat.session') !== was", arg=original)
     expect(page.get_by_test_id("status")).to_have_text("")
     expect(page.get_by_test_id("answer")).to_have_text(["42", "4"])
     expect(page.get_by_test_id("user")).to_have_text(["compute 6 * 7", "compute 2 * 2"])

@@ -215,7 +215,8 @@ def format_number(value: Number) -> str:
 EXPRESSION_PATTERN = r"^[0-9a-z .,=+\-*/%^()×÷−]{1,200}$"
 
 
-@tool(timeout=None)
+#: a pure function: ``read`` (run again after a crash, reused in a fork, never in doubt)
+@tool(timeout=None, effect="read")
 def calculator(expression: Annotated[str, Field(pattern=EXPRESSION_PATTERN)]) -> str:
     """Evaluate an arithmetic expression such as "6.4 * 1.3", "11 ** 2", "sqrt(2)",
     "60 + 25%" (a 25% markup) or "25% of 60". Numbers only, no variables.

@@ -66,6 +66,7 @@ function answer(event) {
   const asked = turn.question;
   const index = turn.index;
   answerActions(div, event.text, asked ? () => { if (!busy) forkAndSend(index, asked); } : null);
+  regenerateEnabled();
   div.scrollIntoView({ block: "end" });
 }
 
@@ -214,6 +215,12 @@ function setBusy(value) {
   $("send").hidden = value;
   $("stop").hidden = !value;
   $("stop").disabled = false;
+  regenerateEnabled();
+}
+
+// Regenerate waits for the running turn to end: greyed out until then, not a click lost.
+function regenerateEnabled() {
+  for (const b of document.querySelectorAll("[data-testid=regenerate]")) b.disabled = busy;
 }
 
 function showFiles(files) {
