@@ -3,9 +3,10 @@
 A budget is per turn. What a turn has spent is folded from its events (``Spending``), the
 same way after a crash as while it runs: tokens and cost from the usage of every model
 call, seconds from the time its model and tool calls took (a turn waiting for the user
-spends none), tool calls from its actions. Sub-agents, plan steps and Reflexion trials
-record their events in the same turn, so they draw from what the turn has left: one
-``Spending`` is shared by every run of a turn.
+spends none; a call to a sub-agent counts the sub-agent's own calls, not itself again),
+tool calls from its actions. Sub-agents, plan steps and Reflexion trials record their
+events in the same turn, so they draw from what the turn has left: one ``Spending`` is
+shared by every run of a turn.
 
 Before each model call the run checks it; a limit reached makes the turn wait
 (``pending.kind == "budget"``). ``yes`` grants as much again; anything else asks the model
@@ -22,7 +23,16 @@ from decimal import Decimal
 from reactchat.engine.approval import is_yes
 from reactchat.engine.usage import cost
 from reactchat.errors import ConfigError
-from reactchat.messages import ActionEvent, Event, QuestionEvent, Usage, UserEvent, event_seconds, event_usage
+from reactchat.messages import (
+    ActionEvent,
+    Event,
+    ObservationEvent,
+    QuestionEvent,
+    Usage,
+    UserEvent,
+    event_seconds,
+    event_usage,
+)
 
 #: the call id prefix of a budget question (``budget-1``, ``budget-2``…)
 BUDGET = "budget-"
@@ -97,6 +107,8 @@ class Spending:
     questions: int = 0
     #: the budget question of each run that waits for its reply
     _asked: dict[str, str] = field(default_factory=dict)
+    #: the nested runs of the turn seen so far (sub-agents, plan steps, trials)
+    _runs: set[str] = field(default_factory=set)
 
     @classmethod
     def of(cls, budget: Budget, events: list[Event]) -> Spending:
@@ -112,7 +124,12 @@ class Spending:
         if usage is not None:
             self.tokens += usage.input_tokens + usage.output_tokens
             self.cost += cost(usage) or Decimal(0)
-        self.seconds += event_seconds(event)
+        if event.run:
+            self._runs.add(event.run)
+        if not isinstance(event, ObservationEvent) or _started_run(event) not in self._runs:
+            # a call that ran a nested run (a sub-agent) spent its time in that run's calls,
+            # each counted already: counting the call too would count that time twice
+            self.seconds += event_seconds(event)
         if isinstance(event, ActionEvent):
             self.tool_calls += 1
         elif isinstance(event, QuestionEvent) and event.kind == "budget":
@@ -154,6 +171,12 @@ class Spending:
     def next_call_id(self) -> str:
         """The call id of the next budget question of the turn."""
         return f"{BUDGET}{self.questions + 1}"
+
+
+def _started_run(observation: ObservationEvent) -> str:
+    """The id of the nested run the observed call started, if it started one (the rule of
+    ``reactchat.orchestration.nested.run_id``: the call id, under the caller's run id)."""
+    return f"{observation.run}/{observation.call_id}" if observation.run else observation.call_id
 
 
 def check_priced(budget: Budget | None, model: str) -> None:
