@@ -1,7 +1,8 @@
-"""In doubt at depth 2: an unsafe call of a sub-sub-agent cut off after its effect is never run
-again by itself, on SQLite and PostgreSQL. The turn waits with ``pending.kind == "in_doubt"``
-naming the agent that made the call; ``retry`` runs it once more, ``skip`` records it as not
-run, and every agent above goes on to its answer.
+"""In doubt at every depth: an unsafe call of a sub-sub-agent, of a plan step's worker or of a
+Reflexion trial, cut off after its effect, is never run again by itself, on SQLite and
+PostgreSQL. The turn waits with ``pending.kind == "in_doubt"`` naming the agent that made the
+call; ``retry`` runs it once more, ``skip`` records it as not run, and the turn goes on to
+its answer.
 
 The turn is cut off the way a worker that shuts down cuts it (``task.cancel(SHUTDOWN)``)
 while the tool is inside its call, after its side effect: the action is stored, its result
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from agents_team import plan_steps, plan_team
-from reactchat import Agent, RunContext, tool
+from reactchat import Agent, Reflexion, RunContext, tool
 from reactchat.engine.approval import SKIPPED
 from reactchat.engine.loop import SHUTDOWN
 from reactchat.messages import AssistantMessage, ObservationEvent, Reply, Request, TextPart
@@ -81,14 +82,10 @@ def payments(effects: Path) -> int:
     return len(effects.read_text().splitlines()) if effects.exists() else 0
 
 
-@pytest.mark.parametrize(("reply", "paid"), [("retry", 2), ("skip", 1)])
-async def test_an_unsafe_call_at_depth_two_is_in_doubt_until_the_user_decides(
-    durable_url: str, tmp_path: Path, reply: str, paid: int
-) -> None:
-    effects = tmp_path / "effects"
-    cut = team(durable_url, effects, hold=True)
-    session = await cut.store.create_session()
-    running = asyncio.create_task(cut.arun("Pay bob through your team.", session))
+async def cut_off(agent: Agent, message: str, effects: Path) -> str:
+    """Run ``message`` until the first side effect, then stop the turn as a shutdown does."""
+    session = await agent.store.create_session()
+    running = asyncio.create_task(agent.arun(message, session))
     for _ in range(1000):
         if payments(effects):
             break
@@ -96,9 +93,17 @@ async def test_an_unsafe_call_at_depth_two_is_in_doubt_until_the_user_decides(
     running.cancel(SHUTDOWN)
     with contextlib.suppress(asyncio.CancelledError):
         await running
-    assert (await cut.state(session)).turns[0].status == "interrupted"
-    await cut.store.close()
+    assert (await agent.state(session)).turns[0].status == "interrupted"
+    await agent.store.close()
+    return session
 
+
+@pytest.mark.parametrize(("reply", "paid"), [("retry", 2), ("skip", 1)])
+async def test_an_unsafe_call_at_depth_two_is_in_doubt_until_the_user_decides(
+    durable_url: str, tmp_path: Path, reply: str, paid: int
+) -> None:
+    effects = tmp_path / "effects"
+    session = await cut_off(team(durable_url, effects, hold=True), "Pay bob through your team.", effects)
     resumed = team(durable_url, effects)
     waiting = await resumed.resume(session)
     await resumed.store.close()
@@ -121,22 +126,6 @@ async def test_an_unsafe_call_at_depth_two_is_in_doubt_until_the_user_decides(
     paid_calls = [e for e in events if isinstance(e, ObservationEvent) and e.tool == "pay"]
     assert len(paid_calls) == 1 and paid_calls[0].agent == "boss/middle/inner"
     assert paid_calls[0].text == ("paid bob" if reply == "retry" else SKIPPED)
-
-
-async def cut_off(agent: Agent, message: str, effects: Path) -> str:
-    """Run ``message`` until the first side effect, then stop the turn as a shutdown does."""
-    session = await agent.store.create_session()
-    running = asyncio.create_task(agent.arun(message, session))
-    for _ in range(1000):
-        if payments(effects):
-            break
-        await asyncio.sleep(0.01)
-    running.cancel(SHUTDOWN)
-    with contextlib.suppress(asyncio.CancelledError):
-        await running
-    assert (await agent.state(session)).turns[0].status == "interrupted"
-    await agent.store.close()
-    return session
 
 
 @pytest.mark.parametrize(("reply", "bumped"), [("retry", 2), ("skip", 1)])
@@ -162,3 +151,34 @@ async def test_an_unsafe_call_of_a_plan_step_is_in_doubt_until_the_user_decides(
     runs = [line.split()[1] for line in effects.read_text().splitlines()]
     assert runs.count("1") == bumped and runs.count("2") == 1  # the next step ran once
     assert [step.status for step in done.plan] == ["done", "done"]
+
+
+def reflecting(url: str, effects: Path, hold: bool = False) -> Agent:
+    """An agent whose trials pay bob (Reflexion with an evaluator that accepts any answer)."""
+    return Agent(
+        model=StepModel("payer", ' Paying.\nAction: pay\nAction Input: {"to": "bob"}', "settled"),
+        tools=[pay_tool(effects, hold)],
+        name="payer",
+        store=url,
+        reflect=Reflexion(evaluator=lambda answer: True, max_trials=2),
+    )
+
+
+@pytest.mark.parametrize(("reply", "paid"), [("retry", 2), ("skip", 1)])
+async def test_an_unsafe_call_of_a_reflexion_trial_is_in_doubt_until_the_user_decides(
+    durable_url: str, tmp_path: Path, reply: str, paid: int
+) -> None:
+    effects = tmp_path / "effects"
+    session = await cut_off(reflecting(durable_url, effects, hold=True), "Pay bob.", effects)
+    resumed = reflecting(durable_url, effects)
+    waiting = await resumed.resume(session)
+    await resumed.store.close()
+    assert waiting.status == "waiting" and waiting.pending is not None
+    assert (waiting.pending.kind, waiting.pending.agent, waiting.pending.tool) == ("in_doubt", "payer/trial 1", "pay")
+    assert payments(effects) == 1
+    answering = reflecting(durable_url, effects)
+    done = await answering.arun(reply, session)
+    await answering.store.close()
+    assert (done.status, done.answer) == ("done", "settled")
+    assert [(t.number, t.accepted) for t in done.trials] == [(1, True)]
+    assert payments(effects) == paid
