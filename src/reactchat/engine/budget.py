@@ -152,13 +152,18 @@ class Spending:
                 self._asked[event.run] = event.call_id
         elif event.type == "user":
             self.replied(event)
-        else:  # a model call's event (a thought, an answer, a plan…), or one that spends nothing
-            self.seconds += event_seconds(event)
-            usage = event_usage(event)
-            if usage is not None:
-                self.tokens += usage.input_tokens + usage.output_tokens
-                if self._limits[1] is not None and not _free(usage.model):
-                    self.cost += cost(usage) or Decimal(0)
+        elif event.type == "thought" or event.type == "answer":  # the model calls of a step
+            self.spent(event.seconds, event.usage)
+        else:  # another model call's event (a plan, a trial, a compaction), or one that spends nothing
+            self.spent(event_seconds(event), event_usage(event))
+
+    def spent(self, seconds: float, usage: Usage | None) -> None:
+        """Count the time and the usage of one call."""
+        self.seconds += seconds
+        if usage is not None:
+            self.tokens += usage.input_tokens + usage.output_tokens
+            if self._limits[1] is not None and not _free(usage.model):
+                self.cost += cost(usage) or Decimal(0)
 
     def replied(self, event: UserEvent) -> None:
         """A user's message of the turn: the reply to a budget question grants or refuses."""
