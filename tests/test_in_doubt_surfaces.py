@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from openai import OpenAI
 from playwright.sync_api import Page, expect
@@ -27,7 +28,7 @@ from pay_app import make_agent
 from reactchat.engine.approval import SKIPPED
 from reactchat.engine.loop import SHUTDOWN
 from reactchat.server import ServerConfig, create_app
-from server_support import running
+from server_support import parse_sse, running
 from test_page import browser, page  # noqa: F401 - the page tests' Chromium, over this module's server
 
 
@@ -170,3 +171,17 @@ def test_the_page_shows_retry_and_skip(
     expect(page.get_by_test_id("answer").last).to_have_text(answer)
     expect(page.get_by_test_id("pending")).to_be_hidden()
     assert payments(effects) == paid
+
+
+def test_the_sse_end_frame_names_the_call_in_doubt(base: str, setting: tuple[str, Path], session: str) -> None:
+    effects = setting[1]
+    url = f"{base}/v1/sessions/{session}/messages"
+    frames = parse_sse(httpx.post(url, json={"message": "go on"}, timeout=30).text)
+    kind, end = frames[-1]
+    assert kind == "end" and end["status"] == "waiting"
+    pending = end["pending"]
+    assert (pending["kind"], pending["tool"], pending["input"]) == ("in_doubt", "pay", {"to": "bob"})
+    assert end["reply_to"] == end["pending"]["reply_to"] and "interrupted" in end["question"]
+    frames = parse_sse(httpx.post(url, json={"message": "skip", "reply_to": end["reply_to"]}, timeout=30).text)
+    assert frames[-1][1]["status"] == "done" and frames[-1][1]["answer"] == SKIPPED
+    assert payments(effects) == 1
