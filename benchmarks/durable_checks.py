@@ -126,7 +126,7 @@ def budget_checks(repeat: int, model: str) -> float:
         spending.over()
         spending.add(thought)
         spending.add(action)
-        spending.calls_left()
+        spending.calls_left("", "c")
         spending.add(observation)
     return (time.process_time() - cpu) / repeat
 

@@ -11,8 +11,8 @@ shared by every run of a turn.
 Before each model call the run checks it; a limit reached makes the turn wait
 (``pending.kind == "budget"``). ``yes`` grants as much again; anything else asks the model
 for its best answer from what it has (``stopped``, reason ``budget``). A tool call made
-once the tool-call limit is reached is not run: its observation says so, and the next
-check pauses.
+once the tool-call limit is reached is not run (of a reply's several calls, those past the
+limit): its observation says so, and the next check pauses.
 """
 
 from __future__ import annotations
@@ -109,6 +109,9 @@ class Spending:
     _asked: dict[str, str] = field(default_factory=dict)
     #: the nested runs of the turn seen so far (sub-agents, plan steps, trials)
     _runs: set[str] = field(default_factory=set)
+    #: each tool call's place among the turn's, by (run, call id): the calls of one reply are
+    #: all recorded before any of them runs, and those within the limit still run
+    _numbers: dict[tuple[str, str], int] = field(default_factory=dict)
     #: each limit times ``1 + grants`` (None where unset), made again when the user grants
     #: more rather than at every check; the cost limit as a Decimal
     _limits: tuple[int | None, Decimal | None, float | None, int | None] = field(init=False)
@@ -146,6 +149,7 @@ class Spending:
                 self.seconds += event.seconds
         elif event.type == "action":
             self.tool_calls += 1
+            self._numbers[(event.run, event.call_id)] = self.tool_calls
         elif event.type == "question":
             if event.kind == "budget":
                 self.questions += 1
@@ -188,10 +192,11 @@ class Spending:
             return f"{self.tool_calls} tool calls of {calls}"
         return None
 
-    def calls_left(self) -> bool:
-        """Whether one more tool call is within the tool-call limit."""
+    def calls_left(self, run: str, call_id: str) -> bool:
+        """Whether tool call ``call_id`` of ``run`` is within the tool-call limit (counted in the
+        order the calls were recorded)."""
         limit = self._limits[3]
-        return limit is None or self.tool_calls <= limit
+        return limit is None or self._numbers.get((run, call_id), self.tool_calls) <= limit
 
     def question(self, spent: str) -> str:
         """The question a run asks when a limit is reached."""
