@@ -4,6 +4,7 @@ the pause is durable like a question."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 import sys
@@ -168,3 +169,102 @@ def test_http_cost_budget_for_a_model_without_prices_is_a_409() -> None:
         body = {"message": "compute 6*7", "stream": False, "budget": {"cost": 0.1}}
         refused = client.post(f"/v1/sessions/{session}/messages", json=body)
         assert refused.status_code == 409 and "price" in refused.json()["error"]["message"]
+
+
+# ------------------------------------------------------------------ each kind at each depth
+
+#: a model the price table knows, so that the cost limit can be kept
+PRICED = "openai:gpt-4o-mini"
+#: what every model call of the team below spends
+PER_CALL = Usage(input_tokens=100, output_tokens=0)
+#: how long the counting agent's model takes per call (the only slow part: the seconds limit)
+SLOW = 0.2
+
+
+def billed(text: str) -> Reply:
+    return Reply(parts=[TextPart(text=text)], usage=PER_CALL)
+
+
+def limit(kind: str, depth: int) -> Budget:
+    """A budget of one ``kind`` that the counting agent at ``depth`` reaches with its first model
+    call and tool call, and none of the ``depth`` delegating calls above it reaches before."""
+    from reactchat.engine.usage import cost
+
+    per_call = cost(PER_CALL.stamped(PRICED))
+    assert per_call is not None and per_call > 0, "the price table knows the priced model"
+    limits = {
+        "tokens": Budget(tokens=100 * depth + 50),
+        "cost": Budget(cost=float(per_call) * (depth + 0.5)),
+        "seconds": Budget(seconds=SLOW / 2),
+        "tool_calls": Budget(tool_calls=depth + 1),  # the delegations are tool calls too
+    }
+    return limits[kind]
+
+
+def team(depth: int, budget: Budget) -> Agent:
+    """The counting agent under ``depth`` delegating agents (``boss``, ``boss/middle/inner``…);
+    the top one has the turn's ``budget``."""
+    names = ["boss", "middle", "inner"][: depth + 1]
+    counter = ScriptedModel([billed(act(1)), billed(act(2)), billed("Final Answer: counted")], name=PRICED, delay=SLOW)
+    agent: Agent | None = None
+    for level in reversed(range(depth + 1)):
+        if agent is None:
+            model, tools = counter, [count]
+        else:
+            delegate = billed(f' Delegating.\nAction: {agent.name}\nAction Input: {{"task": "count"}}')
+            model, tools = ScriptedModel([delegate, billed(f"Final Answer: {names[level]} best")], name=PRICED), [agent]
+        agent = Agent(
+            model=model, tools=tools, name=names[level], description="Counts.", budget=budget if level == 0 else None
+        )
+    assert agent is not None
+    return agent
+
+
+SPENT = {"tokens": " tokens of ", "cost": "$", "seconds": " s of ", "tool_calls": " tool calls of "}
+
+
+@pytest.mark.parametrize("depth", [0, 1, 2])
+@pytest.mark.parametrize("kind", ["tokens", "cost", "seconds", "tool_calls"])
+async def test_each_kind_of_limit_is_reached_at_each_depth(kind: str, depth: int) -> None:
+    """Every kind of limit pauses the turn in the agent that reaches it, whether that is the
+    turn's own agent or a sub-agent or sub-sub-agent drawing from the turn's budget; "no" then
+    ends every run of the turn with its best answer, and no further tool call runs."""
+    CALLS.clear()
+    boss = team(depth, limit(kind, depth))
+    waiting = await boss.arun("Count through your team.")
+    assert waiting.status == "waiting" and waiting.pending is not None, waiting
+    path = "/".join(["boss", "middle", "inner"][: depth + 1])
+    assert (waiting.pending.kind, waiting.pending.agent) == ("budget", path)
+    assert SPENT[kind] in (waiting.question or ""), waiting.question
+    assert CALLS == [1]  # the counter's first call ran, its second did not
+    stopped = await boss.arun("no", waiting.session)
+    assert (stopped.status, stopped.reason) == ("stopped", "budget")
+    assert CALLS == [1]
+
+
+@tool
+async def wait(seconds: float) -> str:
+    """Wait a while."""
+    await asyncio.sleep(seconds)
+    return f"waited {seconds}"
+
+
+async def test_a_sub_agents_seconds_count_once() -> None:
+    """The time of a call to a sub-agent is the time of the sub-agent's own model and tool calls,
+    already counted: it is not counted again when the call returns (at depth 1 and 2)."""
+    waits = [f' Waiting.\nAction: wait\nAction Input: {{"seconds": {s}}}' for s in (0.2, 0.21)]
+    inner = Agent(model=ScriptedModel([*waits, "Final Answer: waited"]), tools=[wait], name="inner", description="W")
+    middle = Agent(
+        model=ScriptedModel([' Delegating.\nAction: inner\nAction Input: {"task": "wait"}', "Final Answer: middle"]),
+        tools=[inner],
+        name="middle",
+        description="Delegates.",
+    )
+    boss = Agent(
+        model=ScriptedModel([' Delegating.\nAction: middle\nAction Input: {"task": "wait"}', "Final Answer: boss"]),
+        tools=[middle],
+        name="boss",
+        budget=Budget(seconds=0.7),  # 0.41 s spent; counted twice (0.82 s) it would be over
+    )
+    done = await boss.arun("Wait through your team.")
+    assert (done.status, done.answer) == ("done", "boss"), done.question

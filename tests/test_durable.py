@@ -357,6 +357,36 @@ async def test_in_doubt_tell_model_keeps_the_interrupted_note(durable_url: str, 
     await agent.store.close()
 
 
+@pytest.mark.parametrize("effect", ["idempotent", "unsafe"])
+async def test_a_new_message_finishes_the_interrupted_turn_first(
+    durable_url: str, tmp_path: Path, effect: Effect
+) -> None:
+    """A message (not ``resume``) to a session whose turn a crash cut off: that turn is finished
+    first. An idempotent call runs again, the turn ends, and the message starts the next turn;
+    an unsafe call is in doubt, and that question comes first: the message is not recorded."""
+    session, effects, before, killed = await killed_in_step_two(durable_url, tmp_path)
+    agent = make_agent(durable_url, ["bump"] * 3, str(effects), effect=effect)
+    for _ in range(250):  # the dead process's lock is being released (PostgreSQL)
+        try:
+            result = await agent.arun("And now?", session)
+            break
+        except SessionBusy:
+            await asyncio.sleep(0.02)
+    events = await agent.store.events(session)
+    assert events[: len(before)] == before
+    state = SessionState.from_events(session, events)
+    if effect == "unsafe":
+        assert result.status == "waiting" and result.pending is not None and result.pending.kind == "in_doubt"
+        assert len(state.turns) == 1 and "And now?" not in [e.text for e in events if isinstance(e, UserEvent)]
+        assert effects_of(effects)[killed] == 1
+    else:
+        assert result.status == "done" and result.turn == 2
+        assert [t.status for t in state.turns] == ["done", "done"]
+        assert state.turns[0].answer is not None and state.turns[0].answer.text == "3 bumps; user said nothing"
+        assert effects_of(effects)[killed] == 2
+    await agent.store.close()
+
+
 async def resume_when_free(agent: Agent, session: str, seconds: float = 5.0) -> RunResult:
     """``agent.resume``, retried while the dead process's lock is still being released (PostgreSQL)."""
     for _ in range(int(seconds / 0.02)):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from reactchat import Agent, ScriptedModel, tool
+from reactchat import Agent, Budget, ScriptedModel, tool
 from reactchat.messages import ActionEvent, ObservationEvent, QuestionEvent, Reply, TextPart, ToolCallPart
 
 SPANS: dict[str, tuple[float, float]] = {}
@@ -115,3 +115,17 @@ async def test_two_calls_that_ask_ask_one_at_a_time() -> None:
     assert "one question at a time" in second.text
     done = await agent.arun("yes", waiting.session)
     assert done.status == "done" and SENT == ["ann"]
+
+
+async def test_a_tool_call_budget_runs_the_calls_of_a_group_within_it() -> None:
+    """The calls of one reply are recorded before any runs; those within the turn's tool-call
+    limit run, those past it are not run, and the turn then waits for more budget."""
+    SPANS.clear()
+    reply = calls(*(("slow", {"key": key, "seconds": 0}) for key in "abc"))
+    model = ScriptedModel([reply, final("two of three")])
+    agent = Agent(model=model, tools=[slow], protocol="native", budget=Budget(tool_calls=2))
+    waiting = await agent.arun("Do a, b and c.")
+    observed = [e for e in waiting.events if isinstance(e, ObservationEvent)]
+    assert [o.text for o in observed[:2]] == ["done a", "done b"] and sorted(SPANS) == ["a", "b"]
+    assert observed[2].is_error and "budget of tool calls" in observed[2].text
+    assert waiting.status == "waiting" and waiting.pending is not None and waiting.pending.kind == "budget"

@@ -3,26 +3,35 @@
 A budget is per turn. What a turn has spent is folded from its events (``Spending``), the
 same way after a crash as while it runs: tokens and cost from the usage of every model
 call, seconds from the time its model and tool calls took (a turn waiting for the user
-spends none), tool calls from its actions. Sub-agents, plan steps and Reflexion trials
-record their events in the same turn, so they draw from what the turn has left: one
-``Spending`` is shared by every run of a turn.
+spends none; a call to a sub-agent counts the sub-agent's own calls, not itself again),
+tool calls from its actions. Sub-agents, plan steps and Reflexion trials record their
+events in the same turn, so they draw from what the turn has left: one ``Spending`` is
+shared by every run of a turn.
 
 Before each model call the run checks it; a limit reached makes the turn wait
 (``pending.kind == "budget"``). ``yes`` grants as much again; anything else asks the model
 for its best answer from what it has (``stopped``, reason ``budget``). A tool call made
-once the tool-call limit is reached is not run: its observation says so, and the next
-check pauses.
+once the tool-call limit is reached is not run (of a reply's several calls, those past the
+limit): its observation says so, and the next check pauses.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 from decimal import Decimal
 
 from reactchat.engine.approval import is_yes
 from reactchat.engine.usage import cost
 from reactchat.errors import ConfigError
-from reactchat.messages import ActionEvent, Event, QuestionEvent, Usage, UserEvent, event_seconds, event_usage
+from reactchat.messages import (
+    Event,
+    ObservationEvent,
+    Usage,
+    UserEvent,
+    event_seconds,
+    event_usage,
+)
 
 #: the call id prefix of a budget question (``budget-1``, ``budget-2``…)
 BUDGET = "budget-"
@@ -87,6 +96,7 @@ class Spending:
 
     budget: Budget
     tokens: int = 0
+    #: USD, counted only under a cost limit (pricing a call is the dearest part of a check)
     cost: Decimal = Decimal(0)
     seconds: float = 0.0
     tool_calls: int = 0
@@ -97,6 +107,26 @@ class Spending:
     questions: int = 0
     #: the budget question of each run that waits for its reply
     _asked: dict[str, str] = field(default_factory=dict)
+    #: the nested runs of the turn seen so far (sub-agents, plan steps, trials)
+    _runs: set[str] = field(default_factory=set)
+    #: each tool call's place among the turn's, by (run, call id): the calls of one reply are
+    #: all recorded before any of them runs, and those within the limit still run
+    _numbers: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: each limit times ``1 + grants`` (None where unset), made again when the user grants
+    #: more rather than at every check; the cost limit as a Decimal
+    _limits: tuple[int | None, Decimal | None, float | None, int | None] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self._limits = self._times(1)
+
+    def _times(self, times: int) -> tuple[int | None, Decimal | None, float | None, int | None]:
+        budget = self.budget
+        return (
+            None if budget.tokens is None else budget.tokens * times,
+            None if budget.cost is None else Decimal(str(budget.cost)) * times,
+            None if budget.seconds is None else budget.seconds * times,
+            None if budget.tool_calls is None else budget.tool_calls * times,
+        )
 
     @classmethod
     def of(cls, budget: Budget, events: list[Event]) -> Spending:
@@ -107,42 +137,66 @@ class Spending:
         return spending
 
     def add(self, event: Event) -> None:
-        """Fold one more event of the turn."""
-        usage = event_usage(event)
+        """Fold one more event of the turn. This runs for every event a run records: it tells
+        the kinds apart by their ``type`` tag (an ``isinstance`` of a pydantic model costs
+        more), the commonest kinds of a step first."""
+        if event.run:
+            self._runs.add(event.run)
+        if event.type == "observation":
+            if _started_run(event) not in self._runs:
+                # a call that ran a nested run (a sub-agent) spent its time in that run's calls,
+                # each counted already: counting the call too would count that time twice
+                self.seconds += event.seconds
+        elif event.type == "action":
+            self.tool_calls += 1
+            self._numbers[(event.run, event.call_id)] = self.tool_calls
+        elif event.type == "question":
+            if event.kind == "budget":
+                self.questions += 1
+                self._asked[event.run] = event.call_id
+        elif event.type == "user":
+            self.replied(event)
+        elif event.type == "thought" or event.type == "answer":  # the model calls of a step
+            self.spent(event.seconds, event.usage)
+        else:  # another model call's event (a plan, a trial, a compaction), or one that spends nothing
+            self.spent(event_seconds(event), event_usage(event))
+
+    def spent(self, seconds: float, usage: Usage | None) -> None:
+        """Count the time and the usage of one call."""
+        self.seconds += seconds
         if usage is not None:
             self.tokens += usage.input_tokens + usage.output_tokens
-            self.cost += cost(usage) or Decimal(0)
-        self.seconds += event_seconds(event)
-        if isinstance(event, ActionEvent):
-            self.tool_calls += 1
-        elif isinstance(event, QuestionEvent) and event.kind == "budget":
-            self.questions += 1
-            self._asked[event.run] = event.call_id
-        elif isinstance(event, UserEvent) and event.run in self._asked:
+            if self._limits[1] is not None and not _free(usage.model):
+                self.cost += cost(usage) or Decimal(0)
+
+    def replied(self, event: UserEvent) -> None:
+        """A user's message of the turn: the reply to a budget question grants or refuses."""
+        if event.run in self._asked:
             del self._asked[event.run]
             if is_yes(event.text):
                 self.grants += 1
+                self._limits = self._times(1 + self.grants)
             else:
                 self.refused = True
 
     def over(self) -> str | None:
         """What is spent of what, for the first limit reached (None while within every one)."""
-        times = 1 + self.grants
-        budget = self.budget
-        if budget.tokens is not None and self.tokens >= budget.tokens * times:
-            return f"{self.tokens:,} tokens of {budget.tokens * times:,}"
-        if budget.cost is not None and self.cost >= Decimal(str(budget.cost)) * times:
-            return f"${self.cost:.4f} of ${budget.cost * times:.4f}"
-        if budget.seconds is not None and self.seconds >= budget.seconds * times:
-            return f"{self.seconds:.1f} s of {budget.seconds * times:g} s"
-        if budget.tool_calls is not None and self.tool_calls >= budget.tool_calls * times:
-            return f"{self.tool_calls} tool calls of {budget.tool_calls * times}"
+        tokens, spend, seconds, calls = self._limits
+        if tokens is not None and self.tokens >= tokens:
+            return f"{self.tokens:,} tokens of {tokens:,}"
+        if spend is not None and self.cost >= spend:
+            return f"${self.cost:.4f} of ${spend:.4f}"
+        if seconds is not None and self.seconds >= seconds:
+            return f"{self.seconds:.1f} s of {seconds:g} s"
+        if calls is not None and self.tool_calls >= calls:
+            return f"{self.tool_calls} tool calls of {calls}"
         return None
 
-    def calls_left(self) -> bool:
-        """Whether one more tool call is within the tool-call limit."""
-        limit = self.budget.tool_calls
-        return limit is None or self.tool_calls <= limit * (1 + self.grants)
+    def calls_left(self, run: str, call_id: str) -> bool:
+        """Whether tool call ``call_id`` of ``run`` is within the tool-call limit (counted in the
+        order the calls were recorded)."""
+        limit = self._limits[3]
+        return limit is None or self._numbers.get((run, call_id), self.tool_calls) <= limit
 
     def question(self, spent: str) -> str:
         """The question a run asks when a limit is reached."""
@@ -156,9 +210,27 @@ class Spending:
         return f"{BUDGET}{self.questions + 1}"
 
 
+def _started_run(observation: ObservationEvent) -> str:
+    """The id of the nested run the observed call started, if it started one (the rule of
+    ``reactchat.orchestration.nested.run_id``: the call id, under the caller's run id)."""
+    return f"{observation.run}/{observation.call_id}" if observation.run else observation.call_id
+
+
+@functools.lru_cache(maxsize=64)
+def _priced(model: str) -> bool:
+    """Whether the price table knows ``model`` (asked once per model: each run of a turn asks)."""
+    return cost(Usage(model=model)) is not None
+
+
+@functools.lru_cache(maxsize=64)
+def _free(model: str) -> bool:
+    """Whether calls of ``model`` cost nothing (the local and scripted models): not priced per call."""
+    return cost(Usage(input_tokens=1_000_000, output_tokens=1_000_000, model=model)) == 0
+
+
 def check_priced(budget: Budget | None, model: str) -> None:
     """``ConfigError`` when a cost limit cannot be kept because the model has no known price."""
-    if budget is not None and budget.cost is not None and cost(Usage(model=model)) is None:
+    if budget is not None and budget.cost is not None and not _priced(model):
         raise ConfigError(
             f"a cost budget needs prices, and the price table has none for {model!r}: "
             "remove the cost limit or use a model the table knows"

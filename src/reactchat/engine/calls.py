@@ -188,7 +188,7 @@ class Calls:
             return checked
         tool, arguments, key = checked
         name = call.tool
-        if self.spending is not None and not self.spending.calls_left():
+        if self.spending is not None and not self.spending.calls_left(self.run, call.call_id):
             return ToolResult(SPENT, is_error=True)
         fork = await self.forks.memory()  # a forked session reuses or asks (engine/forks.py)
         if not approved and (self.needs_approval(tool, arguments) or fork.must_approve(tool, arguments)):

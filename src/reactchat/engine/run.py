@@ -279,7 +279,7 @@ class Run:
             summary=summary,
         )
         runner = self.runners(agent, loop, turn.question, history, self._mine(turn))
-        assert releases == (runner is loop)  # only a plain ReAct loop's answer ends the turn
+        assert runner is loop or not releases  # only a plain ReAct loop's answer ends the turn
         return runner, releases
 
     async def _history(self, state: SessionState, turn: Turn) -> Carried:
