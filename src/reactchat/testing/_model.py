@@ -156,9 +156,13 @@ class RecordedResults:
         return None
 
 
+#: one encoder for every call: ``json.dumps`` with options builds a new one each time
+_CANONICAL = json.JSONEncoder(sort_keys=True, ensure_ascii=False)
+
+
 def canonical(value: Any) -> str:
     """Arguments as comparable text: JSON with sorted keys."""
-    return value if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    return value if isinstance(value, str) else _CANONICAL.encode(value)
 
 
 def answering(tool: Tool, results: RecordedResults) -> Tool:

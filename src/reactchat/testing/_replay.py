@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,32 +81,55 @@ async def replay(agent: Agent, source: str | Path | Record, *, strict: bool = Fa
     model = ReplayModel(recorded_replies(record.events))
     store = resolve_store("memory:")
     clone = _replaying(agent, model, RecordedResults(record.events), store)
-    expected = decisions(record.events, strict)
-    messages = [i for i, e in enumerate(record.events) if _is_message(record.events, i)]
-    session: str | None = None
     try:
-        for n, index in enumerate(messages):
-            event = record.events[index]
-            assert isinstance(event, UserEvent)
-            end = messages[n + 1] if n + 1 < len(messages) else len(record.events)
-            window = sum(1 for e in expected if e[0] < end)
-            try:
-                result = await clone.arun(event.text, session)
-            except Diverged:
-                # the model was asked once too often: the first difference before that explains it
-                for held in await store.list_sessions(limit=1):
-                    got = decisions(await store.events(held), strict)
-                    _compare(expected[:window], got, missing="a further model call, which the record does not have")
-                raise
-            session = result.session
-            _compare(expected[:window], decisions(await store.events(session), strict))
+        session = await _send_all(clone, store, record.events, strict)
         if strict and model.remaining:
             last = record.events[-1]
             raise Diverged(last.turn, last.step, last.agent, f"{model.remaining} more model calls", "none")
         events = await store.events(session) if session is not None else []
     finally:
         await store.close()
-    return Replayed(session or "", events, len(messages), len(model.requests))
+    return Replayed(session or "", events, sum(1 for _ in _messages(record.events)), len(model.requests))
+
+
+async def _send_all(clone: Agent, store: Store, recorded: list[Event], strict: bool) -> str | None:
+    """Send the recorded messages to ``clone`` in order, comparing after each what it did
+    with the record; the replayed session's id (None when the record has no message).
+
+    Only what a message added is compared: the decisions before it matched already, so
+    neither side is read or described again (a long session costs its length, not its
+    length squared)."""
+    expected = decisions(recorded, strict)
+    matched = 0  # decisions of ``expected`` the replayed session has repeated so far
+    seen = 0  # events of the replayed session compared so far
+    session: str | None = None
+    for text, end in _messages(recorded):
+        window = matched
+        while window < len(expected) and expected[window][0] < end:
+            window += 1
+        try:
+            result = await clone.arun(text, session)
+        except Diverged:
+            # the model was asked once too often: the first difference before that explains it
+            for held in [session] if session is not None else await store.list_sessions(limit=1):
+                got = decisions(await store.events(held, seen), strict)
+                _compare(expected[matched:window], got, missing="a further model call, which the record does not have")
+            raise
+        session = result.session
+        added = await store.events(session, seen)
+        _compare(expected[matched:window], decisions(added, strict))
+        matched, seen = window, seen + len(added)
+    return session
+
+
+def _messages(events: list[Event]) -> Iterator[tuple[str, int]]:
+    """The messages the user sent, in order, each with the index in ``events`` where what it
+    caused ends (the next message's, or the end)."""
+    indexes = [i for i in range(len(events)) if _is_message(events, i)]
+    for n, index in enumerate(indexes):
+        event = events[index]
+        assert isinstance(event, UserEvent)
+        yield event.text, indexes[n + 1] if n + 1 < len(indexes) else len(events)
 
 
 def _is_message(events: list[Event], index: int) -> bool:
