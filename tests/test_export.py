@@ -12,7 +12,7 @@ import pytest
 from reactchat import Agent, Reflexion, ScriptedModel, tool
 from reactchat.knowledge import KnowledgeBase
 from reactchat.messages import stored_json
-from reactchat.testing import FORMAT, BadRecord, export_lines, import_record, read_record
+from reactchat.testing import FORMAT, BadRecord, Recorder, export_lines, import_record, read_record
 
 
 @tool
@@ -158,3 +158,23 @@ def test_export_and_import_commands(tmp_path: Path) -> None:
     assert refused.returncode == 1 and "line 3" in refused.stderr and "nothing was stored" in refused.stderr
     missing = run_command("export", "nope", "--db", str(db))
     assert missing.returncode == 1 and "no session 'nope'" in missing.stderr
+
+
+async def test_recorded_requests_round_trip_and_a_bad_one_is_refused_with_its_line() -> None:
+    recorder = Recorder(ScriptedModel(["Final Answer: hi"]))
+    agent = Agent(model=recorder, ask_user=False)
+    session = (await agent.arun("hello")).session
+    lines = await export_lines(agent.store, session, requests=recorder.requests)
+    assert json.loads(lines[0])["version"] == 2 and len(recorder.requests) == 1
+    assert read_record(lines).requests == recorder.requests
+    bad = [*lines[:-1], '{"request": {"messages": 5}}']
+    with pytest.raises(BadRecord) as caught:
+        read_record(bad)
+    assert caught.value.line == len(lines) and "not a request: messages" in str(caught.value)
+    with pytest.raises(BadRecord, match=f"line {len(lines) + 1}: an event after the requests"):
+        read_record([*lines, lines[1]])
+    # version 1 has no request lines: one is not an event, and is refused as such
+    with pytest.raises(BadRecord, match=f"line {len(lines)}: not an event"):
+        read_record([lines[0].replace('"version": 2', '"version": 1'), *lines[1:]])
+    # without requests the file is version 1, which every reactchat reads
+    assert json.loads((await export_lines(agent.store, session))[0])["version"] == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,8 +13,18 @@ from pydantic import BaseModel
 
 from reactchat import Agent, Reflexion, tool
 from reactchat.errors import ReactchatError
-from reactchat.messages import Reply, TextPart
-from reactchat.testing import Diverged, ScriptedModel, export_lines, replay, tool_call
+from reactchat.messages import ObservationEvent, QuestionEvent, Reply, TextPart
+from reactchat.testing import (
+    Diverged,
+    Recorder,
+    ScriptedModel,
+    export_lines,
+    import_record,
+    read_record,
+    recorded_replies,
+    replay,
+    tool_call,
+)
 from reactchat.toolbox import calculator
 
 CALLS: list[str] = []
@@ -217,3 +228,116 @@ async def test_a_model_asked_more_than_recorded_is_a_divergence() -> None:
         await replay(Agent(model=ScriptedModel([]), ask_user=False, output_type=Price, store=plain.store), session)
     assert "expected: answer (done): cheap [reactchat]" in str(caught.value)
     assert "got:      a further model call, which the record does not have" in str(caught.value)
+
+
+async def test_strict_replay_compares_the_requests_a_recorder_kept(tmp_path: Path) -> None:
+    recorder = Recorder(ScriptedModel(ASK_PAY_ADD))
+    agent = Agent(model=recorder, tools=[add, pay])
+    result = await agent.arun("Add 1 and 2 where I am.")
+    result = await agent.arun("Lyon", result.session)
+    result = await agent.arun("yes", result.session)
+    path = tmp_path / "s.jsonl"
+    lines = await export_lines(agent.store, result.session, requests=recorder.requests)
+    path.write_text("".join(line + "\n" for line in lines))
+    assert (json.loads(lines[0])["version"], json.loads(lines[0])["requests"]) == (2, 4)
+    assert (await replay(today(), path, strict=True)).requests_compared == 4
+    # today's instructions differ: the calls and answers are the same, the prompts are not
+    french = Agent(model=ScriptedModel([]), tools=[add, pay], system="Always answer in French.")
+    assert (await replay(french, path)).requests_compared == 0
+    with pytest.raises(Diverged) as caught:
+        await replay(french, path, strict=True)
+    diverged = caught.value
+    assert (diverged.turn, diverged.step) == (1, 1)
+    assert diverged.expected.startswith("request 1: message 1 (system): ")
+    assert diverged.got.startswith("request 1: message 1 (system): ") and "Always answer in French." in diverged.got
+
+    # a tool described otherwise today: the prompt that lists the tools changes at its description
+    @tool(name="add")
+    def add_described(a: int, b: int) -> str:
+        """Add two whole numbers and say the sum."""
+        return str(a + b)
+
+    with pytest.raises(Diverged) as caught:
+        await replay(Agent(model=ScriptedModel([]), tools=[add_described, pay]), path, strict=True)
+    assert "Add two whole numbers" in caught.value.got and "Add two whole numbers" not in caught.value.expected
+
+
+@tool
+def divide(a: int, b: int) -> str:
+    """Divide a by b."""
+    CALLS.append(f"divide {a} {b}")
+    return str(a / b)
+
+
+async def test_a_failed_call_replays_as_the_same_error_observation() -> None:
+    agent = Agent(
+        model=ScriptedModel(['Action: divide\nAction Input: {"a": 1, "b": 0}', "Final Answer: no"]), tools=[divide]
+    )
+    session = (await agent.arun("1 / 0?")).session
+    CALLS.clear()
+    done = await replay(Agent(model=ScriptedModel([]), tools=[divide], store=agent.store), session, strict=True)
+    assert CALLS == []  # the recorded failure was raised again, not the tool
+    (observation,) = [e for e in done.events if isinstance(e, ObservationEvent)]
+    assert observation.is_error and observation.text == "Error: divide raised ZeroDivisionError: division by zero"
+
+
+def boss_of_the_version_1_file(store: str) -> Agent:
+    """The agent tests/fixtures/session_v1.jsonl was recorded with (by reactchat's version-1 writer)."""
+    helper = Agent(model=ScriptedModel([]), tools=[add], name="helper", description="Adds two numbers.")
+    return Agent(model=ScriptedModel([]), tools=[add, pay, helper], name="boss", store=store)
+
+
+async def test_a_version_1_file_is_read_imported_and_replayed(store_url: str) -> None:
+    """A file written by the first version of the format: every later reactchat reads it."""
+    fixture = Path(__file__).parent / "fixtures" / "session_v1.jsonl"
+    record = read_record(fixture.read_text(encoding="utf-8").splitlines())
+    assert json.loads(fixture.read_text(encoding="utf-8").splitlines()[0])["version"] == 1
+    assert [e.kind for e in record.events if isinstance(e, QuestionEvent)] == ["question", "approval"]
+    assert {e.agent for e in record.events} == {"boss", "boss/helper"} and record.requests == []
+    boss = boss_of_the_version_1_file(store_url)
+    session = await import_record(boss.store, record)
+    CALLS.clear()
+    done = await replay(boss, session, strict=True)
+    assert CALLS == [] and (done.messages, done.model_calls, done.requests_compared) == (3, 6, 0)
+    assert [e.type for e in done.events] == [e.type for e in record.events]
+    await boss.store.close()
+
+
+def docs_example() -> dict[str, str]:
+    """The files of docs/testing.md's pytest example, by path: each Python block whose first
+    line is a comment naming a file under tests/."""
+    docs = Path(__file__).resolve().parents[1] / "docs" / "testing.md"
+    blocks = re.findall(r"```python\n(# (tests/\S+\.py)[^\n]*\n.*?)```", docs.read_text(encoding="utf-8"), re.S)
+    return {path: code for code, path in blocks}
+
+
+def test_the_docs_pytest_example_records_on_the_embedded_model_and_replays_in_ci(tmp_path: Path) -> None:
+    files = docs_example()
+    assert set(files) == {"tests/record_roses.py", "tests/test_roses_replay.py"}
+    for path, code in files.items():
+        (tmp_path / path).parent.mkdir(exist_ok=True)
+        (tmp_path / path).write_text(code, encoding="utf-8")
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        )
+
+    recorded = run("tests/record_roses.py")  # the real embedded model, once
+    assert recorded.returncode == 0, recorded.stderr
+    record = read_record((tmp_path / "tests" / "records" / "roses.jsonl").read_text(encoding="utf-8").splitlines())
+    assert len(record.requests) == len(recorded_replies(record.events)) >= 1
+    pytest_args = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_roses_replay.py")
+    replayed = run(*pytest_args)  # what CI runs: no model is loaded or called
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "1 passed" in replayed.stdout
+    # today's agent has other instructions: the same test now fails, on the prompt
+    factory = tmp_path / "tests" / "record_roses.py"
+    changed = factory.read_text(encoding="utf-8").replace(
+        "tools=[calculator])", 'tools=[calculator], system="Be brief.")'
+    )
+    factory.write_text(changed, encoding="utf-8")
+    failed = run(*pytest_args)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "replay diverged at turn 1, step 1" in failed.stdout and "Be brief." in failed.stdout

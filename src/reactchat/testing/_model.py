@@ -33,7 +33,8 @@ from reactchat.messages import (
     Usage,
     event_usage,
 )
-from reactchat.tools import Tool
+from reactchat.models import Model
+from reactchat.tools import Tool, ToolTimeout
 
 
 @dataclass(frozen=True)
@@ -107,11 +108,25 @@ class ReplayModel:
 
     supports_tools = True
     context_tokens: int | None = None
+    #: the agent shows the prompt pack's worked example (as it did to a model that asked for it)
+    few_shot = False
 
     def __init__(self, replies: list[RecordedReply], *, name: str = "replay") -> None:
         self.replies = replies
         self.requests: list[Request] = []
         self.name = name
+
+    def standing_in_for(self, model: Model | None) -> ReplayModel:
+        """This replay model (the same replies, the same count of requests) under the name,
+        context window and ``few_shot`` of ``model``, which the agent's prompts depend on;
+        each agent of a team gets its own, all serving the one record in order."""
+        if model is None:
+            return self
+        stand_in = copy.copy(self)  # shares ``replies`` and ``requests``
+        stand_in.name, stand_in.context_tokens = model.name, model.context_tokens
+        stand_in.supports_tools = model.supports_tools
+        stand_in.few_shot = bool(getattr(model, "few_shot", False))
+        return stand_in
 
     async def complete(self, request: Request) -> Reply:
         """The next recorded reply."""
@@ -135,24 +150,26 @@ class ReplayModel:
 
 
 class RecordedResults:
-    """The recorded results of a session's tool calls, by tool and arguments, in order."""
+    """The recorded results of a session's tool calls, by tool and arguments, in order: each
+    its observation's text and whether it was an error."""
 
     def __init__(self, events: list[Event]) -> None:
         calls = {e.call_id: e for e in events if isinstance(e, ActionEvent)}
-        self._results: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        self._results: dict[str, list[tuple[str, str, bool]]] = defaultdict(list)
         for event in events:
             if isinstance(event, ObservationEvent) and event.call_id in calls:
                 action = calls[event.call_id]
-                self._results[event.tool].append((canonical(action.input), event.text))
+                self._results[event.tool].append((canonical(action.input), event.text, event.is_error))
 
-    def take(self, tool: str, arguments: dict[str, Any]) -> str | None:
-        """The first unused recorded result of ``tool`` called with ``arguments``, or None."""
+    def take(self, tool: str, arguments: dict[str, Any]) -> tuple[str, bool] | None:
+        """The first unused recorded result of ``tool`` called with ``arguments`` (its text and
+        whether it was an error), or None."""
         key = canonical(arguments)
         held = self._results.get(tool, [])
-        for i, (recorded, text) in enumerate(held):
+        for i, (recorded, text, is_error) in enumerate(held):
             if recorded == key:
                 del held[i]
-                return text
+                return text, is_error
         return None
 
 
@@ -171,10 +188,13 @@ def answering(tool: Tool, results: RecordedResults) -> Tool:
     async def recorded(**arguments: Any) -> str:
         for name in tool.context_params:
             arguments.pop(name, None)
-        text = results.take(tool.name, arguments)
-        if text is None:
+        found = results.take(tool.name, arguments)
+        if found is None:
             # the engine makes an error observation of this; the comparison of the calls reports it
             raise LookupError(f"replay: no recorded call of {tool.name} with {canonical(arguments)}")
+        text, is_error = found
+        if is_error:
+            raise failure(tool.name, text)
         return text
 
     # a copy keeps today's name, schema, validation, effect and approval; only the call changes
@@ -182,3 +202,25 @@ def answering(tool: Tool, results: RecordedResults) -> Tool:
     replayed = copy.copy(tool)
     replayed.fn, replayed.is_async, replayed.timeout = recorded, True, None
     return replayed
+
+
+class RecordedFailure(Exception):
+    """A recorded error observation of a tool whose exception the replay cannot name again."""
+
+
+def failure(tool: str, text: str) -> Exception:
+    """The exception that makes the engine write the recorded error observation ``text`` of a
+    ``tool`` call again (engine/calls.py words a tool's exception as ``Error: TOOL raised
+    NAME: MESSAGE`` and a timeout as ``Error: MESSAGE. Try a simpler request or another
+    tool.``): the event keeps only the text and ``is_error``, so the class is named again
+    from the text. Other text raises ``RecordedFailure`` (still an error; its text differs,
+    which ``strict`` shows)."""
+    raised = f"Error: {tool} raised "
+    name, colon, message = text.removeprefix(raised).partition(": ")
+    if text.startswith(raised) and colon and name.isidentifier():
+        named: type[Exception] = type(name, (Exception,), {})
+        return named(message)
+    timed, hint = text.removeprefix("Error: "), ". Try a simpler request or another tool."
+    if text.startswith("Error: ") and timed.endswith(hint):
+        return ToolTimeout(timed.removesuffix(hint))
+    return RecordedFailure(text)
