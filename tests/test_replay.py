@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import subprocess
@@ -12,6 +13,7 @@ import pytest
 from pydantic import BaseModel
 
 from reactchat import Agent, Reflexion, tool
+from reactchat.cli.tool_refs import configured_tools
 from reactchat.errors import ReactchatError
 from reactchat.messages import ObservationEvent, QuestionEvent, Reply, TextPart
 from reactchat.testing import (
@@ -341,3 +343,30 @@ def test_the_docs_pytest_example_records_on_the_embedded_model_and_replays_in_ci
     failed = run(*pytest_args)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "replay diverged at turn 1, step 1" in failed.stdout and "Be brief." in failed.stdout
+
+
+def test_the_replay_command_compares_recorded_requests_with_the_model_named(tmp_path: Path) -> None:
+    """``--strict`` on a file with requests: the prompts of the model the command is told the
+    session was recorded with (``--model``, never loaded) must be the recorded ones."""
+    replies = ['Thought: x\nAction: calculator\nAction Input: {"expression": "2 * 3"}', "Thought: ok\nFinal Answer: 6"]
+    recorder = Recorder(ScriptedModel(replies))
+    agent = Agent(model=recorder, tools=[calculator, *configured_tools(None, None)])  # the command's tools
+    session = agent.run("2 * 3?").session
+    exported = tmp_path / "s.jsonl"
+    lines = asyncio.run(export_lines(agent.store, session, requests=recorder.requests))
+    exported.write_text("".join(line + "\n" for line in lines))
+    (tmp_path / "replies.txt").write_text("unused")
+    recorded_on = f"scripted:{tmp_path / 'replies.txt'}"
+    passed = run_command("replay", str(exported), "--strict", "--model", recorded_on)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert passed.stdout.splitlines()[-1] == "requests compared: 2 requests"
+    # told it was the embedded model: its prompts show the worked example, the recorded ones did not
+    embedded = run_command("replay", str(exported), "--strict", "--model", "local")
+    assert embedded.returncode == 1, embedded.stdout + embedded.stderr
+    assert embedded.stdout.startswith("replay diverged at turn 1, step 1")
+    assert "expected: request 1: message 1 (system)" in embedded.stdout
+    # a session exported from a store holds no requests: the command says none were compared
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(line + "\n" for line in asyncio.run(export_lines(agent.store, session))))
+    unchecked = run_command("replay", str(plain), "--strict", "--model", recorded_on)
+    assert unchecked.returncode == 0 and "requests compared: none: the record holds no requests" in unchecked.stdout
