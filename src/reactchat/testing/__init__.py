@@ -12,6 +12,7 @@ from reactchat.testing._export import FORMAT, VERSION, BadRecord, Record, export
 from reactchat.testing._model import ReplayModel, recorded_replies
 from reactchat.testing._record import Recorder
 from reactchat.testing._replay import Replayed, decisions, load, replay, replay_sync
+from reactchat.testing._schema import line_schema
 
 __all__ = [
     "FORMAT",
@@ -26,6 +27,7 @@ __all__ = [
     "decisions",
     "export_lines",
     "import_record",
+    "line_schema",
     "load",
     "read_record",
     "recorded_replies",
