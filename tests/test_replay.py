@@ -15,7 +15,7 @@ from pydantic import BaseModel
 from reactchat import Agent, Reflexion, tool
 from reactchat.cli.tool_refs import configured_tools
 from reactchat.errors import ReactchatError
-from reactchat.messages import ObservationEvent, QuestionEvent, Reply, TextPart
+from reactchat.messages import CompactionEvent, ObservationEvent, QuestionEvent, Reply, TextPart
 from reactchat.testing import (
     Diverged,
     Recorder,
@@ -28,6 +28,7 @@ from reactchat.testing import (
     tool_call,
 )
 from reactchat.toolbox import calculator
+from test_compaction import Oracle, value
 
 CALLS: list[str] = []
 
@@ -370,3 +371,23 @@ def test_the_replay_command_compares_recorded_requests_with_the_model_named(tmp_
     plain.write_text("".join(line + "\n" for line in asyncio.run(export_lines(agent.store, session))))
     unchecked = run_command("replay", str(plain), "--strict", "--model", recorded_on)
     assert unchecked.returncode == 0 and "requests compared: none: the record holds no requests" in unchecked.stdout
+
+
+async def test_a_compacted_session_replays_and_a_missing_compaction_diverges() -> None:
+    """A compaction is a model call: its summary is served again where the record made it."""
+    agent = Agent(Oracle(), compact_at=0.8, context_tokens=700, ask_user=False)
+    session = None
+    for n in range(1, 40):
+        session = (await agent.arun(f"remember code {n} is {value(n)}", session)).session
+    assert session is not None
+    compactions = [e for e in await agent.store.events(session) if isinstance(e, CompactionEvent)]
+    assert compactions, "the record must hold a compaction"
+    like = {"compact_at": 0.8, "context_tokens": 700, "ask_user": False, "store": agent.store}
+    done = await replay(Agent(ScriptedModel([]), **like), session, strict=True)  # type: ignore[arg-type]
+    assert done.model_calls == 39 + len(compactions)
+    like["compact_at"] = None
+    with pytest.raises(Diverged) as caught:
+        await replay(Agent(ScriptedModel([]), **like), session)  # type: ignore[arg-type]
+    first = compactions[0]
+    assert caught.value.turn == first.turn
+    assert caught.value.expected.startswith(f"compacts the turns through turn {first.through_turn}")

@@ -20,6 +20,7 @@ from reactchat.errors import Diverged
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
+    CompactionEvent,
     ErrorEvent,
     Event,
     ObservationEvent,
@@ -64,6 +65,8 @@ def recorded_replies(events: list[Event]) -> list[RecordedReply]:
             replies.append(RecordedReply(event, planner=(event.turn, event.run) in planning))
         elif isinstance(event, ErrorEvent) and event.correction:
             replies.append(RecordedReply(event))
+        elif isinstance(event, CompactionEvent) and event.usage is not None:
+            replies.append(RecordedReply(event))  # the summary: one model call
     return replies
 
 
@@ -93,6 +96,8 @@ def reply_for(recorded: RecordedReply, request: Request) -> Reply:
         return _text(json.dumps(body, ensure_ascii=False), usage)
     if isinstance(event, TrialEvent):
         return _text(event.reflection, usage)
+    if isinstance(event, CompactionEvent):
+        return _text(event.summary, usage)
     assert isinstance(event, ErrorEvent)
     return _text(event.raw, usage)
 

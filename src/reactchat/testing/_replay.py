@@ -24,6 +24,7 @@ from reactchat.errors import ConfigError, Diverged
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
+    CompactionEvent,
     ErrorEvent,
     Event,
     ObservationEvent,
@@ -192,6 +193,8 @@ def _describe(event: Event, strict: bool) -> str | None:
         return f"call {event.tool} {canonical(event.input)}"
     if isinstance(event, AnswerEvent):
         return f"answer ({event.status}{', ' + event.reason if event.reason else ''}): {event.text}"
+    if isinstance(event, CompactionEvent):  # a model call: today's agent must make it at the same place
+        return f"compacts the {event.covers} through turn {event.through_turn}, step {event.through_step}"
     if isinstance(event, QuestionEvent):
         return f"waits for {event.kind}: {event.question}" if strict else f"waits for {event.kind}"
     if isinstance(event, ObservationEvent):
