@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -160,22 +160,17 @@ class RecordedResults:
 
     def __init__(self, events: list[Event]) -> None:
         calls = {e.call_id: e for e in events if isinstance(e, ActionEvent)}
-        self._results: dict[str, list[tuple[str, str, bool]]] = defaultdict(list)
+        self._results: dict[tuple[str, str], deque[tuple[str, bool]]] = defaultdict(deque)
         for event in events:
             if isinstance(event, ObservationEvent) and event.call_id in calls:
                 action = calls[event.call_id]
-                self._results[event.tool].append((canonical(action.input), event.text, event.is_error))
+                self._results[(event.tool, canonical(action.input))].append((event.text, event.is_error))
 
     def take(self, tool: str, arguments: dict[str, Any]) -> tuple[str, bool] | None:
         """The first unused recorded result of ``tool`` called with ``arguments`` (its text and
         whether it was an error), or None."""
-        key = canonical(arguments)
-        held = self._results.get(tool, [])
-        for i, (recorded, text, is_error) in enumerate(held):
-            if recorded == key:
-                del held[i]
-                return text, is_error
-        return None
+        held = self._results.get((tool, canonical(arguments)))
+        return held.popleft() if held else None
 
 
 #: one encoder for every call: ``json.dumps`` with options builds a new one each time

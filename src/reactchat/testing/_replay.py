@@ -95,9 +95,8 @@ async def replay(agent: Agent, source: str | Path | Record, *, strict: bool = Fa
         events = await store.events(session) if session is not None else []
     finally:
         await store.close()
-    messages = sum(1 for _ in _messages(record.events))
     compared = len(model.requests) if strict and record.requests else 0
-    return Replayed(session or "", events, messages, len(model.requests), compared)
+    return Replayed(session or "", events, len(run.messages), len(model.requests), compared)
 
 
 class _Replay:
@@ -111,6 +110,8 @@ class _Replay:
     def __init__(self, clone: Agent, store: Store, record: Record, model: ReplayModel, strict: bool) -> None:
         self.clone, self.store, self.record, self.model, self.strict = clone, store, record, model, strict
         self.expected = decisions(record.events, strict)
+        #: the messages the user sent, each with where what it caused ends in the record
+        self.messages = list(_messages(record.events))
         #: decisions of ``expected`` the replayed session has repeated so far
         self.matched = 0
         #: events of the replayed session compared so far
@@ -121,7 +122,7 @@ class _Replay:
     async def send_all(self) -> str | None:
         """Every recorded message; the replayed session's id (None when the record has none)."""
         session: str | None = None
-        for text, end in _messages(self.record.events):
+        for text, end in self.messages:
             window = self.matched
             while window < len(self.expected) and self.expected[window][0] < end:
                 window += 1
