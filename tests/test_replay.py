@@ -391,3 +391,18 @@ async def test_a_compacted_session_replays_and_a_missing_compaction_diverges() -
     first = compactions[0]
     assert caught.value.turn == first.turn
     assert caught.value.expected.startswith(f"compacts the turns through turn {first.through_turn}")
+
+
+async def test_a_reflexion_session_judged_by_the_model_replays() -> None:
+    """The model judge's verdicts are model calls too: each is served again before its reflection."""
+    judged = Reflexion(evaluator="model", max_trials=3)
+    replies = ["Final Answer: 4", "REJECT: the sum is wrong", "I added wrongly.", "Final Answer: 3", "ACCEPT"]
+    agent = Agent(model=ScriptedModel(replies), reflect=judged)
+    result = await agent.arun("1 + 2?")
+    assert [(t.accepted, t.reflection) for t in result.trials] == [(False, "I added wrongly."), (True, "")]
+    done = await replay(Agent(model=ScriptedModel([]), reflect=judged, store=agent.store), result.session, strict=True)
+    assert done.model_calls == 5
+    # judged by a function today, which accepts the first answer: the replay stops there
+    with pytest.raises(Diverged, match="trial 1 rejected: the sum is wrong"):
+        lenient = Reflexion(evaluator=lambda answer: True, max_trials=3)
+        await replay(Agent(model=ScriptedModel([]), reflect=lenient, store=agent.store), result.session, strict=True)

@@ -35,6 +35,7 @@ from reactchat.messages import (
     event_usage,
 )
 from reactchat.models import Model
+from reactchat.orchestration.reflexion import MODEL_JUDGE
 from reactchat.tools import Tool, ToolTimeout
 
 
@@ -46,6 +47,9 @@ class RecordedReply:
     actions: tuple[ActionEvent, ...] = ()
     #: the top-level answer of a planning turn: the planner wrote it, as JSON
     planner: bool = False
+    #: a trial's verdict from the model judge (``Reflexion(evaluator="model")``), the call
+    #: before its reflection
+    judge: bool = False
 
 
 def recorded_replies(events: list[Event]) -> list[RecordedReply]:
@@ -61,7 +65,12 @@ def recorded_replies(events: list[Event]) -> list[RecordedReply]:
             replies.append(RecordedReply(event, tuple(actions[(event.turn, event.run, event.step)])))
         elif isinstance(event, PlanEvent) and event.usage is not None:
             replies.append(RecordedReply(event))
-        elif isinstance(event, AnswerEvent | TrialEvent) and event.usage is not None:
+        elif isinstance(event, TrialEvent):
+            if event.evaluator == MODEL_JUDGE:  # the judge's call, then (rejected) the reflection's
+                replies.append(RecordedReply(event, judge=True))
+            if not event.accepted and event.usage is not None:
+                replies.append(RecordedReply(event))
+        elif isinstance(event, AnswerEvent) and event.usage is not None:
             replies.append(RecordedReply(event, planner=(event.turn, event.run) in planning))
         elif isinstance(event, ErrorEvent) and event.correction:
             replies.append(RecordedReply(event))
@@ -95,6 +104,8 @@ def reply_for(recorded: RecordedReply, request: Request) -> Reply:
             body = {"action": event.decision} | ({"steps": steps} if event.decision == "revise" else {})
         return _text(json.dumps(body, ensure_ascii=False), usage)
     if isinstance(event, TrialEvent):
+        if recorded.judge:  # the verdict as the judge's prompt asks for it (orchestration/reflexion.py)
+            return _text("ACCEPT" if event.accepted else f"REJECT: {event.feedback}", Usage())
         return _text(event.reflection, usage)
     if isinstance(event, CompactionEvent):
         return _text(event.summary, usage)
