@@ -406,3 +406,21 @@ async def test_a_reflexion_session_judged_by_the_model_replays() -> None:
     with pytest.raises(Diverged, match="trial 1 rejected: the sum is wrong"):
         lenient = Reflexion(evaluator=lambda answer: True, max_trials=3)
         await replay(Agent(model=ScriptedModel([]), reflect=lenient, store=agent.store), result.session, strict=True)
+
+
+@tool
+def run_checks(answer: str) -> bool | str:
+    """Run the checks on an answer (a judge that acts)."""
+    CALLS.append(f"run_checks {answer}")
+    return True if answer == "3" else "the checks fail"
+
+
+async def test_a_tool_evaluator_is_not_run_again_its_recorded_verdicts_stand_in() -> None:
+    acting = Reflexion(evaluator=run_checks, max_trials=3)
+    agent = Agent(model=ScriptedModel(["Final Answer: 4", "I must add again.", "Final Answer: 3"]), reflect=acting)
+    result = await agent.arun("1 + 2?")
+    assert [t.accepted for t in result.trials] == [False, True]
+    assert CALLS[-2:] == ["run_checks 4", "run_checks 3"]
+    CALLS.clear()
+    done = await replay(Agent(model=ScriptedModel([]), reflect=acting, store=agent.store), result.session, strict=True)
+    assert CALLS == [] and done.model_calls == 3  # the judge did not run: its verdicts were served

@@ -176,6 +176,15 @@ class RecordedResults:
             if isinstance(event, ObservationEvent) and event.call_id in calls:
                 action = calls[event.call_id]
                 self._results[(event.tool, canonical(action.input))].append((event.text, event.is_error))
+        #: the verdicts of the Reflexion evaluators that act (a tool, a command), in order
+        self._verdicts = deque(e for e in events if isinstance(e, TrialEvent) and e.evaluator in ("tool", "command"))
+
+    def verdict(self, answer: str) -> bool | str:
+        """The next recorded verdict of a tool or command evaluator: True, or the feedback."""
+        if not self._verdicts:
+            raise LookupError("replay: the record has no further verdict of this evaluator")
+        trial = self._verdicts.popleft()
+        return True if trial.accepted else trial.feedback
 
     def take(self, tool: str, arguments: dict[str, Any]) -> tuple[str, bool] | None:
         """The first unused recorded result of ``tool`` called with ``arguments`` (its text and

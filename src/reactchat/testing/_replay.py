@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -254,6 +255,9 @@ def _replaying(agent: Agent, model: ReplayModel, results: RecordedResults, store
     clone.tools = [_tool(t, model, results) for t in agent.tools]
     clone.toolsets = []
     clone.hooks = Hooks(lambda: clone.store)
+    if agent.reflect is not None and agent.reflect.kind in ("tool", "command"):
+        # a tool or a command judges by acting (running tests, say): its recorded verdicts stand in
+        clone.reflect = dataclasses.replace(agent.reflect, evaluator=results.verdict)
     return clone
 
 
