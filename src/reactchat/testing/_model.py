@@ -1,11 +1,13 @@
 """What a recorded session's model said and its tools returned, served again in order.
 
 A stored session keeps every model reply as events (a step's ``ThoughtEvent`` with its raw
-text and its ``ActionEvent``s, an ``AnswerEvent``, a planner's ``PlanEvent``, a rejected
-trial's reflection, a refused step's ``ErrorEvent``), not the replies themselves:
-``recorded_replies`` rebuilds each reply in the form today's protocol reads (text for the
-text protocol, tool calls for the native one, JSON for a planner), which it learns from
-the request it answers.
+text and its ``ActionEvent``s, an ``AnswerEvent``, a planner's ``PlanEvent``, a model
+judge's verdict and a rejected trial's reflection in its ``TrialEvent``, a compaction's
+summary, a refused step's ``ErrorEvent``), not the replies themselves: ``recorded_replies``
+rebuilds each reply in the form today's protocol reads (text for the text protocol, tool
+calls for the native one, JSON for a planner), which it learns from the request it answers.
+Tool results are served the same way (``RecordedResults``, ``answering``), failures as
+failures.
 """
 
 from __future__ import annotations
