@@ -21,8 +21,10 @@ class Recorder:
     """A model that passes every request on to ``model`` and keeps it (``.requests``, as JSON).
 
     It has the model's name, context window and ``few_shot``, so the agent builds the same
-    prompts as with the model itself. Keep one recorder per recorded session: the requests
-    of several sessions run at once would interleave."""
+    prompts as with the model itself; it counts tokens as a model without a tokenizer of
+    its own does, as the replay's model will (the two agree where a prompt nears the
+    window). Keep one recorder per recorded session: the requests of several sessions run
+    at once would interleave."""
 
     def __init__(self, model: str | Model) -> None:
         self.model = resolve_model(model)
