@@ -11,8 +11,9 @@ import pytest
 
 from reactchat import Agent, ScriptedModel
 from reactchat.engine.session import SessionState
+from reactchat.engine.usage import total
 from reactchat.evals import BadCases, Case, EvalReport, compare, load_cases, parse_cases, run_eval, score
-from reactchat.messages import Request
+from reactchat.messages import Event, Request
 from reactchat.toolbox import calculator
 
 ASK = ' I need the city.\nAction: ask_user\nAction Input: {"question": "Which city?"}'
@@ -138,6 +139,51 @@ def test_a_case_whose_model_fails_is_reported_and_the_others_run() -> None:
     )
     assert [c.passed for c in report.cases] == [True, False]
     assert report.cases[1].error is not None and "no reply left" in report.cases[1].error
+
+
+def test_a_case_reports_the_usage_its_stored_session_shows(store_url: str) -> None:
+    """The runner counts the events its turns yielded, not a read of the store: the same totals
+    as the stored session (``reactchat show --json``), sub-agents and a second turn included."""
+
+    def helper_replies(request: Request) -> str:
+        return " Adding.\nFinal Answer: 3"
+
+    def boss_replies(request: Request) -> str:
+        text = last_user_text(request)
+        if "Observation: Lyon" in text:
+            return " Both known.\nFinal Answer: 3 in Lyon"
+        if "Observation: 3" in text:
+            return ASK
+        if "Add 1 and 2" in text:
+            return ' Delegate.\nAction: helper\nAction Input: {"task": "add 1 and 2"}'
+        return " A greeting.\nFinal Answer: Hello."
+
+    helper = Agent(model=ScriptedModel([helper_replies] * 4), name="helper", description="Adds.")
+    agent = Agent(model=ScriptedModel([boss_replies] * 8), tools=[helper], name="boss", store=store_url)
+    turns = ["Hi", "Add 1 and 2 where I am."]
+    case = Case(id="team", input=turns, answers=["Lyon"], expected="3 in Lyon", scorer="exact")
+
+    async def main() -> tuple[EvalReport, list[Event]]:
+        try:
+            report = await run_eval(agent, [case])
+            return report, await agent.store.events(report.cases[0].session)
+        finally:
+            await agent.store.close()
+
+    report, stored = asyncio.run(main())
+    done = report.cases[0]
+    assert done.passed, done
+    assert done.usage == total(stored).to_dict()
+    assert done.usage["calls"] == 5 and set(done.usage["agents"]) == {"boss", "boss/helper"}
+
+
+def test_a_case_that_fails_in_its_first_turn_still_names_its_stored_session() -> None:
+    agent = Agent(model=ScriptedModel([]), tools=[calculator])
+    report = asyncio.run(run_eval(agent, parse_cases('{"id": "a", "input": "2+2?", "expected": 4}')))
+    failed = report.cases[0]
+    assert not failed.passed and failed.error is not None and failed.session
+    events = asyncio.run(agent.store.events(failed.session))
+    assert [e.type for e in events][:1] == ["user"] and events[0].text == "2+2?"
 
 
 def test_compare_lists_what_changed() -> None:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -98,3 +100,22 @@ def test_min_pass_must_be_a_share(tmp_path: Path, capsys: pytest.CaptureFixture[
     with pytest.raises(SystemExit) as exit:
         main(["eval", str(cases), "--model", model, "--min-pass", "80"])
     assert exit.value.code == 2 and "share between 0 and 1" in capsys.readouterr().err
+
+
+def test_the_installed_command_finds_a_python_scorer_in_the_current_directory(tmp_path: Path) -> None:
+    """``reactchat`` (the installed script, not ``python -m``) does not put the current
+    directory on the path: a ``python:myscorers:check`` scorer there must still be found."""
+    cases, model = eval_files(tmp_path)
+    (tmp_path / "myscorers.py").write_text(
+        "def shouts(answer, case):\n    return answer.isupper() == case.expected\n", encoding="utf-8"
+    )
+    line = {"id": "loud", "input": "2 + 2?", "expected": False, "scorer": "python:myscorers:shouts"}
+    cases.write_text(json.dumps(line) + "\n", encoding="utf-8")
+    launcher = tmp_path / "bin" / "reactchat"  # what pip writes for the console script
+    launcher.parent.mkdir()
+    launcher.write_text("import sys\nfrom reactchat.cli import main\nsys.exit(main())\n", encoding="utf-8")
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
+    command = [sys.executable, str(launcher), "eval", "cases.jsonl", "--model", model, "--db", "s.db"]
+    done = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("passed 1/1")

@@ -7,12 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from reactchat import Agent, Reflexion, ScriptedModel, tool
 from reactchat.knowledge import KnowledgeBase
 from reactchat.messages import stored_json
-from reactchat.testing import FORMAT, BadRecord, export_lines, import_record, read_record
+from reactchat.testing import FORMAT, BadRecord, Recorder, export_lines, import_record, line_schema, read_record
 
 
 @tool
@@ -158,3 +159,47 @@ def test_export_and_import_commands(tmp_path: Path) -> None:
     assert refused.returncode == 1 and "line 3" in refused.stderr and "nothing was stored" in refused.stderr
     missing = run_command("export", "nope", "--db", str(db))
     assert missing.returncode == 1 and "no session 'nope'" in missing.stderr
+
+
+async def test_recorded_requests_round_trip_and_a_bad_one_is_refused_with_its_line() -> None:
+    recorder = Recorder(ScriptedModel(["Final Answer: hi"]))
+    agent = Agent(model=recorder, ask_user=False)
+    session = (await agent.arun("hello")).session
+    lines = await export_lines(agent.store, session, requests=recorder.requests)
+    assert json.loads(lines[0])["version"] == 2 and len(recorder.requests) == 1
+    assert read_record(lines).requests == recorder.requests
+    bad = [*lines[:-1], '{"request": {"messages": 5}}']
+    with pytest.raises(BadRecord) as caught:
+        read_record(bad)
+    assert caught.value.line == len(lines) and "not a request: messages" in str(caught.value)
+    with pytest.raises(BadRecord, match=f"line {len(lines) + 1}: an event after the requests"):
+        read_record([*lines, lines[1]])
+    # version 1 has no request lines: one is not an event, and is refused as such
+    with pytest.raises(BadRecord, match=f"line {len(lines)}: not an event"):
+        read_record([lines[0].replace('"version": 2', '"version": 1'), *lines[1:]])
+    # without requests the file is version 1, which every reactchat reads
+    assert json.loads((await export_lines(agent.store, session))[0])["version"] == 1
+
+
+async def test_every_line_matches_the_schema_in_docs(tmp_path: Path) -> None:
+    """docs/session.schema.json is the schema this version writes, and its lines match it:
+    the version-1 fixture's, and a version-2 file's with requests, a file and an artifact."""
+    docs = Path(__file__).resolve().parents[1] / "docs" / "session.schema.json"
+    assert json.loads(docs.read_text(encoding="utf-8")) == line_schema(), "regenerate docs/session.schema.json"
+    validator = jsonschema.Draft202012Validator(line_schema())
+    fixture = Path(__file__).parent / "fixtures" / "session_v1.jsonl"
+    recorder = Recorder(ScriptedModel(["Final Answer: hi"]))
+    agent = Agent(model=recorder, ask_user=False, store=f"sqlite:///{tmp_path}/s.db")
+    session = (await agent.arun("hello")).session
+    files = KnowledgeBase.for_store(agent.store)
+    await files.add_file(session, "notes.txt", b"roses cost 80.16", retention=2)
+    await agent.store.put_artifact(session, "plot.png", b"\x89PNG", 1.0)  # type: ignore[attr-defined]
+    lines = await export_lines(agent.store, session, files, requests=recorder.requests)
+    await files.close()
+    await agent.store.close()
+    kinds = [next(iter(json.loads(line))) for line in lines[-2:]]
+    assert kinds == ["file", "artifact"] and any(line.startswith('{"request"') for line in lines)
+    for line in [*fixture.read_text(encoding="utf-8").splitlines(), *lines]:
+        validator.validate(json.loads(line))
+    assert not validator.is_valid({"type": "answer", "text": 5})
+    assert not validator.is_valid({"request": {"messages": 5}})

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,10 +13,22 @@ import pytest
 from pydantic import BaseModel
 
 from reactchat import Agent, Reflexion, tool
+from reactchat.cli.tool_refs import configured_tools
 from reactchat.errors import ReactchatError
-from reactchat.messages import Reply, TextPart
-from reactchat.testing import Diverged, ScriptedModel, export_lines, replay, tool_call
+from reactchat.messages import CompactionEvent, ObservationEvent, QuestionEvent, Reply, TextPart
+from reactchat.testing import (
+    Diverged,
+    Recorder,
+    ScriptedModel,
+    export_lines,
+    import_record,
+    read_record,
+    recorded_replies,
+    replay,
+    tool_call,
+)
 from reactchat.toolbox import calculator
+from test_compaction import Oracle, value
 
 CALLS: list[str] = []
 
@@ -217,3 +231,196 @@ async def test_a_model_asked_more_than_recorded_is_a_divergence() -> None:
         await replay(Agent(model=ScriptedModel([]), ask_user=False, output_type=Price, store=plain.store), session)
     assert "expected: answer (done): cheap [reactchat]" in str(caught.value)
     assert "got:      a further model call, which the record does not have" in str(caught.value)
+
+
+async def test_strict_replay_compares_the_requests_a_recorder_kept(tmp_path: Path) -> None:
+    recorder = Recorder(ScriptedModel(ASK_PAY_ADD))
+    agent = Agent(model=recorder, tools=[add, pay])
+    result = await agent.arun("Add 1 and 2 where I am.")
+    result = await agent.arun("Lyon", result.session)
+    result = await agent.arun("yes", result.session)
+    path = tmp_path / "s.jsonl"
+    lines = await export_lines(agent.store, result.session, requests=recorder.requests)
+    path.write_text("".join(line + "\n" for line in lines))
+    assert (json.loads(lines[0])["version"], json.loads(lines[0])["requests"]) == (2, 4)
+    assert (await replay(today(), path, strict=True)).requests_compared == 4
+    # today's instructions differ: the calls and answers are the same, the prompts are not
+    french = Agent(model=ScriptedModel([]), tools=[add, pay], system="Always answer in French.")
+    assert (await replay(french, path)).requests_compared == 0
+    with pytest.raises(Diverged) as caught:
+        await replay(french, path, strict=True)
+    diverged = caught.value
+    assert (diverged.turn, diverged.step) == (1, 1)
+    assert diverged.expected.startswith("request 1: message 1 (system): ")
+    assert diverged.got.startswith("request 1: message 1 (system): ") and "Always answer in French." in diverged.got
+
+    # a tool described otherwise today: the prompt that lists the tools changes at its description
+    @tool(name="add")
+    def add_described(a: int, b: int) -> str:
+        """Add two whole numbers and say the sum."""
+        return str(a + b)
+
+    with pytest.raises(Diverged) as caught:
+        await replay(Agent(model=ScriptedModel([]), tools=[add_described, pay]), path, strict=True)
+    assert "Add two whole numbers" in caught.value.got and "Add two whole numbers" not in caught.value.expected
+
+
+@tool
+def divide(a: int, b: int) -> str:
+    """Divide a by b."""
+    CALLS.append(f"divide {a} {b}")
+    return str(a / b)
+
+
+async def test_a_failed_call_replays_as_the_same_error_observation() -> None:
+    agent = Agent(
+        model=ScriptedModel(['Action: divide\nAction Input: {"a": 1, "b": 0}', "Final Answer: no"]), tools=[divide]
+    )
+    session = (await agent.arun("1 / 0?")).session
+    CALLS.clear()
+    done = await replay(Agent(model=ScriptedModel([]), tools=[divide], store=agent.store), session, strict=True)
+    assert CALLS == []  # the recorded failure was raised again, not the tool
+    (observation,) = [e for e in done.events if isinstance(e, ObservationEvent)]
+    assert observation.is_error and observation.text == "Error: divide raised ZeroDivisionError: division by zero"
+
+
+def boss_of_the_version_1_file(store: str) -> Agent:
+    """The agent tests/fixtures/session_v1.jsonl was recorded with (by reactchat's version-1 writer)."""
+    helper = Agent(model=ScriptedModel([]), tools=[add], name="helper", description="Adds two numbers.")
+    return Agent(model=ScriptedModel([]), tools=[add, pay, helper], name="boss", store=store)
+
+
+async def test_a_version_1_file_is_read_imported_and_replayed(store_url: str) -> None:
+    """A file written by the first version of the format: every later reactchat reads it."""
+    fixture = Path(__file__).parent / "fixtures" / "session_v1.jsonl"
+    record = read_record(fixture.read_text(encoding="utf-8").splitlines())
+    assert json.loads(fixture.read_text(encoding="utf-8").splitlines()[0])["version"] == 1
+    assert [e.kind for e in record.events if isinstance(e, QuestionEvent)] == ["question", "approval"]
+    assert {e.agent for e in record.events} == {"boss", "boss/helper"} and record.requests == []
+    boss = boss_of_the_version_1_file(store_url)
+    session = await import_record(boss.store, record)
+    CALLS.clear()
+    done = await replay(boss, session, strict=True)
+    assert CALLS == [] and (done.messages, done.model_calls, done.requests_compared) == (3, 6, 0)
+    assert [e.type for e in done.events] == [e.type for e in record.events]
+    await boss.store.close()
+
+
+def docs_example() -> dict[str, str]:
+    """The files of docs/testing.md's pytest example, by path: each Python block whose first
+    line is a comment naming a file under tests/."""
+    docs = Path(__file__).resolve().parents[1] / "docs" / "testing.md"
+    blocks = re.findall(r"```python\n(# (tests/\S+\.py)[^\n]*\n.*?)```", docs.read_text(encoding="utf-8"), re.S)
+    return {path: code for code, path in blocks}
+
+
+def test_the_docs_pytest_example_records_on_the_embedded_model_and_replays_in_ci(tmp_path: Path) -> None:
+    files = docs_example()
+    assert set(files) == {"tests/record_roses.py", "tests/test_roses_replay.py"}
+    for path, code in files.items():
+        (tmp_path / path).parent.mkdir(exist_ok=True)
+        (tmp_path / path).write_text(code, encoding="utf-8")
+    env = {"PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src"), "PATH": "/usr/bin:/bin", "HOME": "/tmp"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600
+        )
+
+    recorded = run("tests/record_roses.py")  # the real embedded model, once
+    assert recorded.returncode == 0, recorded.stderr
+    record = read_record((tmp_path / "tests" / "records" / "roses.jsonl").read_text(encoding="utf-8").splitlines())
+    assert len(record.requests) == len(recorded_replies(record.events)) >= 1
+    pytest_args = ("-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/test_roses_replay.py")
+    replayed = run(*pytest_args)  # what CI runs: no model is loaded or called
+    assert replayed.returncode == 0, replayed.stdout + replayed.stderr
+    assert "1 passed" in replayed.stdout
+    # today's agent has other instructions: the same test now fails, on the prompt
+    factory = tmp_path / "tests" / "record_roses.py"
+    changed = factory.read_text(encoding="utf-8").replace(
+        "tools=[calculator])", 'tools=[calculator], system="Be brief.")'
+    )
+    factory.write_text(changed, encoding="utf-8")
+    failed = run(*pytest_args)
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert "replay diverged at turn 1, step 1" in failed.stdout and "Be brief." in failed.stdout
+
+
+def test_the_replay_command_compares_recorded_requests_with_the_model_named(tmp_path: Path) -> None:
+    """``--strict`` on a file with requests: the prompts of the model the command is told the
+    session was recorded with (``--model``, never loaded) must be the recorded ones."""
+    replies = ['Thought: x\nAction: calculator\nAction Input: {"expression": "2 * 3"}', "Thought: ok\nFinal Answer: 6"]
+    recorder = Recorder(ScriptedModel(replies))
+    agent = Agent(model=recorder, tools=[calculator, *configured_tools(None, None)])  # the command's tools
+    session = agent.run("2 * 3?").session
+    exported = tmp_path / "s.jsonl"
+    lines = asyncio.run(export_lines(agent.store, session, requests=recorder.requests))
+    exported.write_text("".join(line + "\n" for line in lines))
+    (tmp_path / "replies.txt").write_text("unused")
+    recorded_on = f"scripted:{tmp_path / 'replies.txt'}"
+    passed = run_command("replay", str(exported), "--strict", "--model", recorded_on)
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert passed.stdout.splitlines()[-1] == "requests compared: 2 requests"
+    # told it was the embedded model: its prompts show the worked example, the recorded ones did not
+    embedded = run_command("replay", str(exported), "--strict", "--model", "local")
+    assert embedded.returncode == 1, embedded.stdout + embedded.stderr
+    assert embedded.stdout.startswith("replay diverged at turn 1, step 1")
+    assert "expected: request 1: message 1 (system)" in embedded.stdout
+    # a session exported from a store holds no requests: the command says none were compared
+    plain = tmp_path / "plain.jsonl"
+    plain.write_text("".join(line + "\n" for line in asyncio.run(export_lines(agent.store, session))))
+    unchecked = run_command("replay", str(plain), "--strict", "--model", recorded_on)
+    assert unchecked.returncode == 0 and "requests compared: none: the record holds no requests" in unchecked.stdout
+
+
+async def test_a_compacted_session_replays_and_a_missing_compaction_diverges() -> None:
+    """A compaction is a model call: its summary is served again where the record made it."""
+    agent = Agent(Oracle(), compact_at=0.8, context_tokens=700, ask_user=False)
+    session = None
+    for n in range(1, 40):
+        session = (await agent.arun(f"remember code {n} is {value(n)}", session)).session
+    assert session is not None
+    compactions = [e for e in await agent.store.events(session) if isinstance(e, CompactionEvent)]
+    assert compactions, "the record must hold a compaction"
+    like = {"compact_at": 0.8, "context_tokens": 700, "ask_user": False, "store": agent.store}
+    done = await replay(Agent(ScriptedModel([]), **like), session, strict=True)  # type: ignore[arg-type]
+    assert done.model_calls == 39 + len(compactions)
+    like["compact_at"] = None
+    with pytest.raises(Diverged) as caught:
+        await replay(Agent(ScriptedModel([]), **like), session)  # type: ignore[arg-type]
+    first = compactions[0]
+    assert caught.value.turn == first.turn
+    assert caught.value.expected.startswith(f"compacts the turns through turn {first.through_turn}")
+
+
+async def test_a_reflexion_session_judged_by_the_model_replays() -> None:
+    """The model judge's verdicts are model calls too: each is served again before its reflection."""
+    judged = Reflexion(evaluator="model", max_trials=3)
+    replies = ["Final Answer: 4", "REJECT: the sum is wrong", "I added wrongly.", "Final Answer: 3", "ACCEPT"]
+    agent = Agent(model=ScriptedModel(replies), reflect=judged)
+    result = await agent.arun("1 + 2?")
+    assert [(t.accepted, t.reflection) for t in result.trials] == [(False, "I added wrongly."), (True, "")]
+    done = await replay(Agent(model=ScriptedModel([]), reflect=judged, store=agent.store), result.session, strict=True)
+    assert done.model_calls == 5
+    # judged by a function today, which accepts the first answer: the replay stops there
+    with pytest.raises(Diverged, match="trial 1 rejected: the sum is wrong"):
+        lenient = Reflexion(evaluator=lambda answer: True, max_trials=3)
+        await replay(Agent(model=ScriptedModel([]), reflect=lenient, store=agent.store), result.session, strict=True)
+
+
+@tool
+def run_checks(answer: str) -> bool | str:
+    """Run the checks on an answer (a judge that acts)."""
+    CALLS.append(f"run_checks {answer}")
+    return True if answer == "3" else "the checks fail"
+
+
+async def test_a_tool_evaluator_is_not_run_again_its_recorded_verdicts_stand_in() -> None:
+    acting = Reflexion(evaluator=run_checks, max_trials=3)
+    agent = Agent(model=ScriptedModel(["Final Answer: 4", "I must add again.", "Final Answer: 3"]), reflect=acting)
+    result = await agent.arun("1 + 2?")
+    assert [t.accepted for t in result.trials] == [False, True]
+    assert CALLS[-2:] == ["run_checks 4", "run_checks 3"]
+    CALLS.clear()
+    done = await replay(Agent(model=ScriptedModel([]), reflect=acting, store=agent.store), result.session, strict=True)
+    assert CALLS == [] and done.model_calls == 3  # the judge did not run: its verdicts were served

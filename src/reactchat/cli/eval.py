@@ -7,6 +7,8 @@ passed), 1 when the share is below ``--min-pass`` or the cases cannot be read, 2
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -86,6 +88,10 @@ async def run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if args.concurrency < 1 or args.max_steps < 1:
         print("reactchat: error: --concurrency and --max-steps must be at least 1", file=err)
         return 2
+    # the ``reactchat`` script does not put the current directory on the path as ``python -m``
+    # does: a ``python:myscorers:check`` scorer means ./myscorers.py (as --tools does)
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.insert(0, os.getcwd())
     cases = load_cases(args.cases)
     old = read_result(args.against) if args.against else None
     tools, _ = offered_tools(args.model, [calculator, *configured_tools(args.tools, args.mcp)])

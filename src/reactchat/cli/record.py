@@ -29,11 +29,16 @@ def add_parsers(commands: Any, database: Callable[[argparse.ArgumentParser], Non
     replay = commands.add_parser("replay", help="run a recorded session again, no model or tool called")
     replay.add_argument("source", help="a session id or a file written by reactchat export")
     replay.add_argument("--tools", metavar="MODULE:NAME[,...]", help="the agent's tools, as for reactchat ask")
+    replay.add_argument(
+        "--model", default="local", help="the model the session was recorded with (never loaded: its prompts' settings)"
+    )
     replay.add_argument("--protocol", choices=["react", "native"], default="react")
     replay.add_argument("--plan", action="store_true", help="the session was recorded with --plan")
     replay.add_argument("--lang", choices=["en", "fr", "ja"], default="en", help="prompt language")
     replay.add_argument("--max-steps", type=int, default=10)
-    replay.add_argument("--strict", action="store_true", help="thoughts, observations and plans must match too")
+    replay.add_argument(
+        "--strict", action="store_true", help="thoughts, observations, plans and the recorded requests must match too"
+    )
     for p in (export, imported, replay):
         database(p)
     return {"export": _export, "import": _import, "replay": _replay}
@@ -87,7 +92,7 @@ async def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     tools = [calculator, *configured_tools(args.tools, None)]
     agent = Agent(
-        model="local",  # never loaded: the replay serves the recorded replies
+        model=args.model,  # never loaded: the replay serves the recorded replies
         tools=tools,
         protocol=args.protocol,
         max_steps=args.max_steps,
@@ -105,4 +110,7 @@ async def _replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if not is_file(args.source):  # a file's replay never opened the store
             await agent.store.close()
     print(f"replayed {done.messages} messages, {done.model_calls} model calls: as recorded", file=out)
+    if args.strict:
+        said = f"{done.requests_compared} requests" if done.requests_compared else "none: the record holds no requests"
+        print(f"requests compared: {said}", file=out)
     return 0

@@ -22,6 +22,7 @@ from reactchat.engine.usage import total
 from reactchat.errors import ConfigError
 from reactchat.evals.cases import Case
 from reactchat.evals.scorers import score
+from reactchat.messages import Event
 
 
 @dataclass
@@ -118,31 +119,53 @@ class EvalReport:
         Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
 
+class _Conversation:
+    """One case's session as its turns go: its id once the first turn made it, and every
+    event its turns recorded (each is durable before a run yields it, so these are the
+    stored events, kept as they come rather than read back and parsed again)."""
+
+    def __init__(self, agent: Agent) -> None:
+        self.agent = agent
+        self.session: str | None = None
+        self.events: list[Event] = []
+
+    async def send(self, text: str) -> RunResult:
+        """One turn: the first makes the session (in the turn lock's own transaction)."""
+        run = self.agent.turn(text, self.session)
+        try:
+            async for event in run:
+                self.events.append(event)
+        finally:
+            # set as soon as the run made the session, so a case that fails still names it
+            self.session = run.session or self.session
+        assert run.result is not None  # a run that ends without raising has a result
+        return run.result
+
+
 async def run_case(agent: Agent, case: Case) -> CaseResult:
     """Send a case's turns in a new session, answering its questions from ``case.answers``."""
     started = time.perf_counter()
-    session = await agent.store.create_session()
+    conversation = _Conversation(agent)
     answers = iter(case.answers)
     result: RunResult | None = None
     error: str | None = None
     try:
         for text in case.input:
-            result = await agent.arun(text, session)
+            result = await conversation.send(text)
             while result.status == "waiting" and (reply := next(answers, None)) is not None:
-                result = await agent.arun(reply, session)
+                result = await conversation.send(reply)
             if result.status == "waiting":
                 break  # a question nobody scripted an answer for: the case fails here
         passed = result is not None and result.status != "waiting" and score(case, result.answer)
     except Exception as exc:  # one broken case must not stop the others; its error is reported
         passed, error = False, f"{type(exc).__name__}: {exc}"
-    usage = total(await agent.store.events(session)).to_dict()
     return CaseResult(
         id=case.id,
         passed=passed,
         answer=result.answer if result is not None else None,
-        session=session,
+        session=conversation.session or "",
         seconds=time.perf_counter() - started,
-        usage=usage,
+        usage=total(conversation.events).to_dict(),
         status=result.status if result is not None else "error",
         tags=case.tags,
         error=error,

@@ -1,17 +1,20 @@
 """A session as JSON lines: ``reactchat export`` writes it, ``reactchat import`` reads it back.
 
-The format (``reactchat.session``, version 1; docs/testing.md) is one JSON object a line:
+The format (``reactchat.session``, versions 1 and 2; docs/testing.md) is one JSON object a line:
 
-1. a header ``{"format": "reactchat.session", "version": 1, "session": ID, "exported_at": T,
-   "events": N, "files": F, "artifacts": A}``;
+1. a header ``{"format": "reactchat.session", "version": V, "session": ID, "exported_at": T,
+   "events": N, "files": F, "artifacts": A}`` (version 2 adds ``"requests": R``);
 2. the session's ``N`` events in log order, each as the store keeps it (``stored_json``: every
    field but ``seq``, which is the line's place);
-3. ``F`` lines ``{"file": {"name", "kind", "retention", "rounds_left", "source", "data"}}``: the
+3. version 2 only: ``R`` lines ``{"request": {...}}``, the requests the model was sent, in
+   order (a ``Recorder`` kept them: a store does not);
+4. ``F`` lines ``{"file": {"name", "kind", "retention", "rounds_left", "source", "data"}}``: the
    uploaded files still live, ``data`` in base64;
-4. ``A`` lines ``{"artifact": {"name", "at", "data"}}``: the files its tools made.
+5. ``A`` lines ``{"artifact": {"name", "at", "data"}}``: the files its tools made.
 
-Reading checks every line before anything is stored, and a bad line is refused with its
-number (``BadRecord``). A later version of reactchat reads every earlier version.
+A file without requests is written as version 1, which every reactchat since the format
+began reads. Reading checks every line before anything is stored, and a bad line is refused
+with its number (``BadRecord``). A later version of reactchat reads every earlier version.
 """
 
 from __future__ import annotations
@@ -20,19 +23,21 @@ import base64
 import binascii
 import json
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
 
 from reactchat.errors import ReactchatError
-from reactchat.messages import EVENTS, Event, stored_json
+from reactchat.messages import EVENTS, Event, Request, stored_json
 from reactchat.store import Store
 from reactchat.store._artifacts import ArtifactStore
+from reactchat.testing._record import request_json
 
 FORMAT = "reactchat.session"
-VERSION = 1
+#: the newest version this reactchat writes and reads (it reads every one before it too)
+VERSION = 2
 
 
 class BadRecord(ReactchatError, ValueError):
@@ -57,23 +62,28 @@ class StoredFile:
 
 @dataclass(frozen=True)
 class Record:
-    """An exported session: its header, events, uploaded files and artifacts."""
+    """An exported session: its header, events, uploaded files and artifacts, and the requests
+    its model was sent when it was recorded through a ``Recorder`` (as JSON; none otherwise)."""
 
     session: str
     events: list[Event]
     files: list[StoredFile] = field(default_factory=list)
     artifacts: list[tuple[str, float, bytes]] = field(default_factory=list)
     exported_at: float = 0.0
+    requests: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-async def export_lines(store: Store, session: str, knowledge: Any = None) -> list[str]:
+async def export_lines(
+    store: Store, session: str, knowledge: Any = None, *, requests: Sequence[dict[str, Any]] = ()
+) -> list[str]:
     """The lines of ``session`` in the export format (``SessionNotFound`` if there is none).
 
-    ``knowledge`` is the store's ``KnowledgeBase`` (its uploaded files), when there is one."""
+    ``knowledge`` is the store's ``KnowledgeBase`` (its uploaded files), when there is one;
+    ``requests`` what the model was sent (``Recorder.requests``), for ``replay(strict=True)``."""
     events = await store.events(session)
     files: list[str] = []
     if knowledge is not None:
@@ -91,9 +101,12 @@ async def export_lines(store: Store, session: str, knowledge: Any = None) -> lis
             if artifact is not None:
                 body = {"name": artifact.name, "at": artifact.at, "data": _b64(artifact.data)}
                 artifacts.append(json.dumps({"artifact": body}))
-    header = {"format": FORMAT, "version": VERSION, "session": session, "exported_at": time.time()}
-    header |= {"events": len(events), "files": len(files), "artifacts": len(artifacts)}
-    return [json.dumps(header), *(stored_json(e) for e in events), *files, *artifacts]
+    header: dict[str, Any] = {"format": FORMAT, "version": 2 if requests else 1, "session": session}
+    header |= {"exported_at": time.time(), "events": len(events), "files": len(files), "artifacts": len(artifacts)}
+    if requests:
+        header["requests"] = len(requests)
+    asked = [json.dumps({"request": r}, ensure_ascii=False) for r in requests]
+    return [json.dumps(header), *(stored_json(e) for e in events), *asked, *files, *artifacts]
 
 
 def read_record(lines: Iterable[str]) -> Record:
@@ -104,6 +117,7 @@ def read_record(lines: Iterable[str]) -> Record:
         raise BadRecord(1, f"the file is empty: expected a {FORMAT!r} header")
     header = _header(*first)
     events: list[Event] = []
+    requests: list[dict[str, Any]] = []
     files: list[StoredFile] = []
     artifacts: list[tuple[str, float, bytes]] = []
     for number, line in numbered:
@@ -113,12 +127,18 @@ def read_record(lines: Iterable[str]) -> Record:
         elif "artifact" in value:
             artifacts.append(_artifact(number, value["artifact"]))
         elif files or artifacts:
-            raise BadRecord(number, "an event after the files: events come first")
+            raise BadRecord(number, "an event or request after the files: events and requests come first")
+        elif "request" in value and header["version"] >= 2:
+            requests.append(_request(number, value["request"]))
+        elif requests:
+            raise BadRecord(number, "an event after the requests: events come first")
         else:
             events.append(_event(number, line))
-    if len(events) != header.get("events", len(events)):
-        raise BadRecord(first[0], f"the header counts {header['events']} events but the file holds {len(events)}")
-    return Record(str(header["session"]), events, files, artifacts, float(header.get("exported_at", 0.0)))
+    for name, held in (("events", events), ("requests", requests)):
+        if len(held) != header.get(name, len(held)):
+            raise BadRecord(first[0], f"the header counts {header[name]} {name} but the file holds {len(held)}")
+    at = float(header.get("exported_at", 0.0))
+    return Record(str(header["session"]), events, files, artifacts, at, requests)
 
 
 def _json(number: int, line: str) -> dict[str, Any]:
@@ -153,6 +173,16 @@ def _event(number: int, line: str) -> Event:
     if event.type == "delta":
         raise BadRecord(number, "a delta event is never stored")
     return event
+
+
+def _request(number: int, value: Any) -> dict[str, Any]:
+    """A recorded request, checked as a ``Request`` and kept as its JSON."""
+    try:
+        return request_json(Request.model_validate(value))
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(p) for p in error["loc"])
+        raise BadRecord(number, f"not a request: {where}: {error['msg']}") from None
 
 
 def _data(number: int, value: Any) -> bytes:

@@ -12,18 +12,20 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from reactchat.agent import Agent
 from reactchat.engine.spec import Hooks
-from reactchat.errors import Diverged
+from reactchat.errors import ConfigError, Diverged
 from reactchat.messages import (
     ActionEvent,
     AnswerEvent,
+    CompactionEvent,
     ErrorEvent,
     Event,
     ObservationEvent,
@@ -33,10 +35,12 @@ from reactchat.messages import (
     TrialEvent,
     UserEvent,
 )
+from reactchat.models import Model
 from reactchat.orchestration.nested import SubAgent
 from reactchat.store import Store, resolve_store
 from reactchat.testing._export import Record, read_record
 from reactchat.testing._model import RecordedResults, ReplayModel, answering, canonical, recorded_replies
+from reactchat.testing._record import difference, request_json
 from reactchat.toolbox import ask_user
 from reactchat.tools import Tool
 
@@ -49,6 +53,8 @@ class Replayed:
     events: list[Event] = field(repr=False)
     messages: int
     model_calls: int
+    #: requests compared with the recorded ones (``strict`` and a record that holds them)
+    requests_compared: int = 0
 
 
 async def load(source: str | Path | Record, store: Store | None = None) -> Record:
@@ -74,39 +80,92 @@ async def replay(agent: Agent, source: str | Path | Record, *, strict: bool = Fa
     ``Diverged`` at the first call, answer or pause that differs from the record.
 
     ``strict`` compares the thoughts, observations, questions, plans, trials and corrections
-    too, and that every recorded model reply was asked for (the store keeps replies, not
-    prompts: the prompts themselves cannot be compared)."""
+    too, that every recorded model reply was asked for, and, when the record holds the
+    requests its model was sent (recorded through a ``Recorder``), that today's are the same."""
     # a file is read without opening the agent's store
     record = await load(source, None if isinstance(source, Record) or is_file(source) else agent.store)
     model = ReplayModel(recorded_replies(record.events))
     store = resolve_store("memory:")
     clone = _replaying(agent, model, RecordedResults(record.events), store)
-    expected = decisions(record.events, strict)
-    messages = [i for i, e in enumerate(record.events) if _is_message(record.events, i)]
-    session: str | None = None
+    run = _Replay(clone, store, record, model, strict)
     try:
-        for n, index in enumerate(messages):
-            event = record.events[index]
-            assert isinstance(event, UserEvent)
-            end = messages[n + 1] if n + 1 < len(messages) else len(record.events)
-            window = sum(1 for e in expected if e[0] < end)
-            try:
-                result = await clone.arun(event.text, session)
-            except Diverged:
-                # the model was asked once too often: the first difference before that explains it
-                for held in await store.list_sessions(limit=1):
-                    got = decisions(await store.events(held), strict)
-                    _compare(expected[:window], got, missing="a further model call, which the record does not have")
-                raise
-            session = result.session
-            _compare(expected[:window], decisions(await store.events(session), strict))
+        session = await run.send_all()
         if strict and model.remaining:
             last = record.events[-1]
             raise Diverged(last.turn, last.step, last.agent, f"{model.remaining} more model calls", "none")
         events = await store.events(session) if session is not None else []
     finally:
         await store.close()
-    return Replayed(session or "", events, len(messages), len(model.requests))
+    compared = len(model.requests) if strict and record.requests else 0
+    return Replayed(session or "", events, len(run.messages), len(model.requests), compared)
+
+
+class _Replay:
+    """One replay as it goes: the recorded messages sent to ``clone`` in order and, after
+    each, what it did compared with the record.
+
+    Only what a message added is compared: the decisions before it matched already, so
+    neither side is read or described again (a long session costs its length, not its
+    length squared)."""
+
+    def __init__(self, clone: Agent, store: Store, record: Record, model: ReplayModel, strict: bool) -> None:
+        self.clone, self.store, self.record, self.model, self.strict = clone, store, record, model, strict
+        self.expected = decisions(record.events, strict)
+        #: the messages the user sent, each with where what it caused ends in the record
+        self.messages = list(_messages(record.events))
+        #: decisions of ``expected`` the replayed session has repeated so far
+        self.matched = 0
+        #: events of the replayed session compared so far
+        self.seen = 0
+        #: requests of today's model compared with the recorded ones so far
+        self.asked = 0
+
+    async def send_all(self) -> str | None:
+        """Every recorded message; the replayed session's id (None when the record has none)."""
+        session: str | None = None
+        for text, end in self.messages:
+            window = self.matched
+            while window < len(self.expected) and self.expected[window][0] < end:
+                window += 1
+            try:
+                result = await self.clone.arun(text, session)
+            except Diverged:
+                # the model was asked once too often: the first difference before that explains it
+                for held in [session] if session is not None else await self.store.list_sessions(limit=1):
+                    got = decisions(await self.store.events(held, self.seen), self.strict)
+                    more = "a further model call, which the record does not have"
+                    _compare(self.expected[self.matched : window], got, missing=more)
+                raise
+            session = result.session
+            added = await self.store.events(session, self.seen)
+            _compare(self.expected[self.matched : window], decisions(added, self.strict))
+            self.matched, self.seen = window, self.seen + len(added)
+            if self.strict and self.record.requests:
+                self._compare_requests()
+        return session
+
+    def _compare_requests(self) -> None:
+        """``Diverged`` at the first request today's model was sent that is not the recorded one."""
+        recorded, sent = self.record.requests, self.model.requests
+        for index in range(self.asked, len(sent)):
+            want = recorded[index] if index < len(recorded) else None
+            found = ("no request", "a request") if want is None else difference(want, request_json(sent[index]))
+            if found is not None:
+                event = self.model.replies[min(index, len(self.model.replies) - 1)].event
+                expected, got = found
+                where = f"request {index + 1}: "
+                raise Diverged(event.turn, event.step, event.agent, where + expected, where + got)
+        self.asked = len(sent)
+
+
+def _messages(events: list[Event]) -> Iterator[tuple[str, int]]:
+    """The messages the user sent, in order, each with the index in ``events`` where what it
+    caused ends (the next message's, or the end)."""
+    indexes = [i for i in range(len(events)) if _is_message(events, i)]
+    for n, index in enumerate(indexes):
+        event = events[index]
+        assert isinstance(event, UserEvent)
+        yield event.text, indexes[n + 1] if n + 1 < len(indexes) else len(events)
 
 
 def _is_message(events: list[Event], index: int) -> bool:
@@ -136,6 +195,8 @@ def _describe(event: Event, strict: bool) -> str | None:
         return f"call {event.tool} {canonical(event.input)}"
     if isinstance(event, AnswerEvent):
         return f"answer ({event.status}{', ' + event.reason if event.reason else ''}): {event.text}"
+    if isinstance(event, CompactionEvent):  # a model call: today's agent must make it at the same place
+        return f"compacts the {event.covers} through turn {event.through_turn}, step {event.through_step}"
     if isinstance(event, QuestionEvent):
         return f"waits for {event.kind}: {event.question}" if strict else f"waits for {event.kind}"
     if isinstance(event, ObservationEvent):
@@ -188,13 +249,26 @@ def _replaying(agent: Agent, model: ReplayModel, results: RecordedResults, store
     session hooks such as uploaded files' search) are not carried over."""
     # a copy, not a new Agent(...): it keeps every setting of today's agent, whatever it has
     clone = copy.copy(agent)
-    clone._model = model
+    clone._model = model.standing_in_for(_model_of(agent))
     if store is not None:
         clone._store = store
     clone.tools = [_tool(t, model, results) for t in agent.tools]
     clone.toolsets = []
     clone.hooks = Hooks(lambda: clone.store)
+    if agent.reflect is not None and agent.reflect.kind in ("tool", "command"):
+        # a tool or a command judges by acting (running tests, say): its recorded verdicts stand in
+        clone.reflect = dataclasses.replace(agent.reflect, evaluator=results.verdict)
     return clone
+
+
+def _model_of(agent: Agent) -> Model | None:
+    """The agent's model, built (never loaded or called) so the replay takes its name, context
+    window and ``few_shot``, as its prompts did; None when it cannot be built here (a provider
+    whose API key CI does not have)."""
+    try:
+        return agent.model
+    except ConfigError:
+        return None
 
 
 def _tool(tool: Tool, model: ReplayModel, results: RecordedResults) -> Tool:
