@@ -25,6 +25,7 @@ from reactchat.engine.calls import ONE_QUESTION
 from reactchat.engine.compaction import compact_steps, steps_due
 from reactchat.engine.forks import ForkLookup
 from reactchat.engine.guards import RepeatGuard
+from reactchat.engine.images import shown_images
 from reactchat.engine.output import Output, OutputInvalid
 from reactchat.engine.recovery import Recovery
 from reactchat.engine.session import Pending
@@ -387,6 +388,7 @@ class Loop(Recovery):
     async def call_model(self, request: Request, retrying: bool = False) -> tuple[Reply, float]:
         """One model call; a failure is recorded, then raised for the operator (except a
         ``ContextTooLong`` the caller is ``retrying`` after shrinking the prompt)."""
+        request = await shown_images(request, self.model, self.store, self.session)
         if self.on_delta is not None:
             request.on_delta = self.on_delta
         if self.output is not None:

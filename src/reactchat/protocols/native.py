@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from reactchat.messages import (
     AssistantMessage,
+    ImagePart,
     Message,
     Reply,
     Request,
@@ -86,10 +87,13 @@ class NativeTranscript:
             parts.append(ToolCallPart(id=call_id, name=tool, input=value))
         self._append(AssistantMessage(parts=parts))
 
-    def add_observation(self, call_id: str, text: str, is_error: bool = False) -> None:
+    def add_observation(
+        self, call_id: str, text: str, is_error: bool = False, images: tuple[ImagePart, ...] = ()
+    ) -> None:
         """The result of a call, kept in the order of the calls even when one arrives late
         (the answer to an ask_user question comes after the other calls of its step)."""
-        result = ToolResultMessage(call_id=call_id, name=self._call_names[call_id], content=text, is_error=is_error)
+        name = self._call_names[call_id]
+        result = ToolResultMessage(call_id=call_id, name=name, content=text, is_error=is_error, images=images)
         index = len(self.messages)
         while index > 0 and isinstance(self.messages[index - 1], ToolResultMessage):
             index -= 1
