@@ -208,9 +208,8 @@ def main() -> None:
                     slowest, median = max(samples.probes) * 1000, statistics.median(samples.probes) * 1000
                     tree = f"{max(samples.tree_kib) / 1024:.1f} MiB PSS in {max(samples.tree_processes)} processes"
                     print(f"{name} ({seconds:.1f} s): {answer}")
-                    print(
-                        f"    server RSS {before / 1024:.1f} MiB before, {peak / 1024:.1f} peak, {after / 1024:.1f} after"
-                    )
+                    rss = (before / 1024, peak / 1024, after / 1024)
+                    print("    server RSS {:.1f} MiB before, {:.1f} at its peak, {:.1f} after".format(*rss))
                     print(f"    sandbox tree at its peak {tree}")
                     print(f"    another session answered within {slowest:.0f} ms (median {median:.0f} ms)")
         finally:
