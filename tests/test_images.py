@@ -286,3 +286,70 @@ async def test_an_image_of_a_run_resumed_from_the_store_is_read_back(tmp_path: P
 def test_an_image_part_round_trips_without_its_bytes() -> None:
     image = ImagePart(name="a.png", media_type="image/png", width=1, height=1, size=3, data=b"abc")
     assert ImagePart.model_validate_json(image.model_dump_json()).data == b""
+
+
+# ------------------------------------------------------------------ the user's images
+
+
+@pytest.mark.parametrize("protocol", ["native", "react"])
+def test_a_users_image_goes_with_the_question_and_a_later_process_reads_it_back(tmp_path: Path, protocol: str) -> None:
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    asking = Reply(
+        parts=[ToolCallPart(id="call_q", name="ask_user", input={"question": "Which part?"})], stop_reason="tool_use"
+    )
+    first = ScriptedModel(
+        [asking if protocol == "native" else ' I ask.\nAction: ask_user\nAction Input: {"question": "Which part?"}'],
+        supports_images=True,
+    )
+    photo = checked("my photo?.png", CHART)
+    waiting = Agent(model=first, protocol=protocol, store=url).run("What is in it?", images=[photo])
+    assert waiting.status == "waiting"
+    sent = first.requests[0].messages[1]
+    assert isinstance(sent, UserMessage) and [(i.name, i.data) for i in sent.images] == [("my photo_.png", CHART)]
+    later = ScriptedModel(["A grey square." if protocol == "native" else " Seen.\nFinal Answer: A grey square."])
+    done = Agent(model=later, protocol=protocol, store=url).run("the top", session=waiting.session)
+    assert done.answer == "A grey square."
+    question = later.requests[0].messages[1]
+    assert isinstance(question, UserMessage) and question.images == ()  # this model does not see images
+    assert f"[image my photo_.png: PNG, 5x2, {len(CHART)} bytes; this model cannot see images]" in question.content
+
+
+# ------------------------------------------------------------------ over HTTP
+
+
+def test_an_image_uploaded_over_http_reaches_the_model_with_the_message(tmp_path: Path) -> None:
+    import httpx
+
+    from reactchat.server import ServerConfig, create_app
+    from server_support import running
+
+    model = ScriptedModel(["A grey chart."], supports_images=True)
+    url = f"sqlite:///{tmp_path / 'db.sqlite'}"
+    app = create_app(lambda store: Agent(model=model, protocol="native", store=store), config=ServerConfig(store=url))
+    with running(app) as base, httpx.Client(base_url=base, timeout=30) as client:
+        session = client.post("/v1/sessions").json()["session"]
+        upload = client.post(f"/v1/sessions/{session}/files", files={"file": ("chart.png", CHART)})
+        assert upload.status_code == 201, upload.text
+        assert upload.json()["file"] == {
+            "name": "chart.png",
+            "size": len(CHART),
+            "image": {"media_type": "image/png", "width": 5, "height": 2},
+        }
+        bomb = client.post(f"/v1/sessions/{session}/files", files={"file": ("big.png", png(50_000, 50_000, rows=1))})
+        assert bomb.status_code == 413 and "50000x50000 pixels, over the limit" in bomb.json()["error"]["message"]
+        broken = client.post(f"/v1/sessions/{session}/files", files={"file": ("cut.png", CHART[:20])})
+        assert broken.status_code == 400 and "header is broken" in broken.json()["error"]["message"]
+        unknown = client.post(f"/v1/sessions/{session}/messages", json={"message": "?", "images": ["nope.png"]})
+        assert unknown.status_code == 400 and "no image 'nope.png' in this session" in unknown.text
+        said = client.post(
+            f"/v1/sessions/{session}/messages",
+            json={"message": "What is it?", "images": ["chart.png"], "stream": False},
+        )
+        assert said.status_code == 200, said.text
+        assert said.json()["answer"] == "A grey chart."
+        served = client.get(f"/v1/sessions/{session}/artifacts/chart.png")
+        assert served.headers["content-type"] == "image/png" and served.content == CHART
+    question = model.requests[0].messages[1]
+    assert isinstance(question, UserMessage) and question.content == "What is it?"
+    assert [(i.name, i.data) for i in question.images] == [("chart.png", CHART)]
+    assert len(model.requests) == 1  # the refused message ran no turn

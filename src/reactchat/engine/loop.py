@@ -37,6 +37,7 @@ from reactchat.messages import (
     AnswerEvent,
     ErrorEvent,
     Event,
+    ImagePart,
     ObservationEvent,
     QuestionEvent,
     Reply,
@@ -152,10 +153,12 @@ class Loop(Recovery):
 
     # ------------------------------------------------------------------ ways in
 
-    def start(self, message: str, opening: UserEvent | None = None) -> AsyncIterator[Event]:
-        """Run a new turn for ``message``; ``opening`` is its event when already recorded (``Run``
-        records it with the turn's lock, in one store transaction)."""
-        return self.invoke(opening or UserEvent(text=message), recorded=opening is not None)
+    def start(
+        self, message: str, opening: UserEvent | None = None, images: tuple[ImagePart, ...] = ()
+    ) -> AsyncIterator[Event]:
+        """Run a new turn for ``message`` (sent with ``images``); ``opening`` is its event when
+        already recorded (``Run`` records it with the turn's lock, in one store transaction)."""
+        return self.invoke(opening or UserEvent(text=message, images=images), recorded=opening is not None)
 
     async def resume(self, pending: Pending, reply: str) -> AsyncIterator[Event]:
         """Continue a run that waits on ``pending`` with the user's ``reply`` as its observation.

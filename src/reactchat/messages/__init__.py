@@ -337,6 +337,8 @@ class UserEvent(_Event):
 
     type: Literal["user"] = "user"
     text: str
+    #: images sent with the message, kept as the session's artifacts (their bytes are not in the event)
+    images: tuple[ImagePart, ...] = ()
 
 
 class ThoughtEvent(_Event):

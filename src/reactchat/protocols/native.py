@@ -44,6 +44,7 @@ class NativeTranscript:
         question: str,
         system: str | None = None,
         summary: str = "",
+        images: tuple[ImagePart, ...] = (),
     ) -> None:
         self.pack = pack
         self.tools = tools
@@ -56,7 +57,7 @@ class NativeTranscript:
             self._append(UserMessage(content=asked))
             self._append(AssistantMessage(parts=[TextPart(text=answered)]))
         self.question = question
-        self._append(UserMessage(content=question))
+        self._append(UserMessage(content=question, images=images))
         #: where the question is, where each step not yet summarised begins, how many were
         self._asked = len(self.messages) - 1
         self._marks: list[int] = []
@@ -150,7 +151,8 @@ class NativeTranscript:
         if count <= 0 or count >= len(self._marks):
             return False
         end = self._marks[count]
-        asked = UserMessage(content=f"{self.question}\n\n({self.pack.steps_header}: {summary})")
+        images = self.messages[self._asked].images  # type: ignore[union-attr]
+        asked = UserMessage(content=f"{self.question}\n\n({self.pack.steps_header}: {summary})", images=images)
         self.messages[self._asked : end] = [asked]
         shift = end - self._asked - 1
         self._marks = [mark - shift for mark in self._marks[count:]]

@@ -395,6 +395,7 @@ class ReactTranscript:
         system: str | None = None,
         few_shot: bool = False,
         summary: str = "",
+        images: tuple[ImagePart, ...] = (),
     ) -> None:
         self.pack = pack
         self.tools = tools
@@ -406,7 +407,7 @@ class ReactTranscript:
         # text made here: not validated again
         content = f"{system}\n\n{instructions}" if system else instructions
         self.system = SystemMessage(content=content)
-        self.user = UserMessage(content=_question_block(pack, history, question, summary))
+        self.user = UserMessage(content=_question_block(pack, history, question, summary), images=images)
         self.stop = [f"\n{labels.observation}:", f"\n{labels.observation} :"]
         self._chunks: list[str] = []
         #: observations that may still be elided: call id (or correction key) → chunk index
