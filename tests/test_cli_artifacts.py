@@ -87,3 +87,22 @@ def test_an_unwritable_out_is_refused_before_the_turn(tmp_path: Path, where: str
     assert refused.returncode == 1
     assert f"reactchat: error: --out {tmp_path / where}: {said}" in refused.stderr
     assert not (tmp_path / "s.db").exists()  # no session, no model call
+
+
+def test_an_image_given_with_file_goes_with_the_question(tmp_path: Path) -> None:
+    (tmp_path / "photo.png").write_bytes(CHART)
+    path = tmp_path / "replies.json"
+    path.write_text(json.dumps([" I read the note.\nFinal Answer: a picture"]))
+    db = str(tmp_path / "s.db")
+    done = reactchat(
+        "ask", "What is it?", "--file", "photo.png", "--model", f"scripted:{path}", "--db", db, "--json", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    session = json.loads(done.stdout)["session"]
+    shown = reactchat("show", session, "--db", db, "--json", cwd=tmp_path)
+    assert '"photo.png"' in shown.stdout, shown.stdout[:2000]
+    (tmp_path / "bomb.png").write_bytes(png(100_000, 100_000, rows=1))
+    refused = reactchat(
+        "ask", "And this?", "--file", "bomb.png", "--model", f"scripted:{path}", "--db", db, cwd=tmp_path
+    )
+    assert refused.returncode == 1 and "image 'bomb.png' refused: 100000x100000 pixels" in refused.stderr

@@ -1,5 +1,6 @@
-"""The files a turn of ``reactchat ask`` made (``run_python``'s ``/out``): listed after the
-answer, and saved to ``--out DIR`` when asked.
+"""The files of ``reactchat ask``: the images given with ``--file`` (sent with the question),
+and the files a turn made (``run_python``'s ``/out``), listed after the answer and saved to
+``--out DIR`` when asked.
 
 Saving never replaces a file: a name already taken in ``DIR`` is saved as ``NAME-1.EXT``,
 ``NAME-2.EXT``…, each created exclusively (``O_EXCL``, which also refuses a symlink left
@@ -16,10 +17,30 @@ from pathlib import Path
 from typing import Any
 
 from reactchat.errors import ConfigError
+from reactchat.messages import ImagePart
+from reactchat.messages.images import MAX_IMAGE_BYTES, checked, media_type
 from reactchat.store._artifacts import Artifact, ArtifactStore, safe_name
 
 #: names tried for one artifact before giving up (``NAME``, ``NAME-1``… ``NAME-999``)
 _TRIES = 1000
+
+
+def is_image_file(path: str) -> bool:
+    """Whether the file at ``path`` starts as a PNG, JPEG or WebP does (then it goes with the
+    question as an image; other files go to the session's knowledge base)."""
+    try:
+        with open(Path(path).expanduser(), "rb") as file:
+            return media_type(file.read(16)) is not None
+    except OSError:
+        return False  # the upload says why it cannot be read
+
+
+def image_file(path: str) -> ImagePart:
+    """The image at ``path``, checked (``ImageRejected`` says what is wrong with it)."""
+    file = Path(path).expanduser()
+    with open(file, "rb") as opened:
+        data = opened.read(MAX_IMAGE_BYTES + 1)
+    return checked(file.name, data)
 
 
 def writable_dir(path: str) -> Path:
@@ -86,4 +107,4 @@ def listing(session: str, artifacts: list[Artifact], paths: list[Path] | None) -
     return [f"file: {a.name} ({a.size} bytes) at /v1/sessions/{session}/artifacts/{a.name}" for a in artifacts]
 
 
-__all__ = ["listing", "made_since", "save", "writable_dir"]
+__all__ = ["image_file", "is_image_file", "listing", "made_since", "save", "writable_dir"]

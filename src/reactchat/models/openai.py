@@ -95,7 +95,7 @@ _VISION = re.compile(
 )
 
 
-def sees_images(model: str) -> bool:
+def _vision_model(model: str) -> bool:
     """Whether the model of this name accepts images (OpenAI's vision models, open ones by name)."""
     return _VISION.search(model) is not None
 
@@ -163,7 +163,7 @@ class OpenAIModel:
         self.tool_choice = tool_choice
         self.parallel_tool_calls = parallel_tool_calls
         #: the model accepts images (by its name unless ``images=`` says)
-        self.supports_images = sees_images(model) if images is None else images
+        self.supports_images = _vision_model(model) if images is None else images
         self._http_client = http_client
         provider = "OpenAI" if self.base_url == _OPENAI_URL else "the OpenAI-compatible server"
         self._endpoint = Endpoint(provider, model, self.base_url, "OPENAI_API_KEY", "openai")
