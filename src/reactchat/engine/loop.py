@@ -391,7 +391,8 @@ class Loop(Recovery):
     async def call_model(self, request: Request, retrying: bool = False) -> tuple[Reply, float]:
         """One model call; a failure is recorded, then raised for the operator (except a
         ``ContextTooLong`` the caller is ``retrying`` after shrinking the prompt)."""
-        request = await shown_images(request, self.model, self.store, self.session)
+        if self.transcript.images:
+            request = await shown_images(request, self.model, self.store, self.session)
         if self.on_delta is not None:
             request.on_delta = self.on_delta
         if self.output is not None:

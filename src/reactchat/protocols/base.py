@@ -76,6 +76,11 @@ class Transcript(Protocol):
         """Characters in the prompt."""
         ...
 
+    @property
+    def images(self) -> bool:
+        """Whether a message of the prompt carries images (kept, not scanned for, on every step)."""
+        ...
+
     def add_step(self, raw: str, thought: str, calls: Sequence[Call]) -> None:
         """Record what the model wrote for one step and the calls it made."""
         ...

@@ -49,6 +49,7 @@ class NativeTranscript:
         self.pack = pack
         self.tools = tools
         self.messages: list[Message] = []
+        self._images = bool(images)
         self._tools_size = sum(len(t.name) + len(t.description) + len(json.dumps(t.input_schema)) for t in tools)
         self._size = self._tools_size
         system = system or SYSTEM
@@ -68,6 +69,11 @@ class NativeTranscript:
     def size(self) -> int:
         """Characters in the prompt: every message's content and the tools' schemas."""
         return self._size
+
+    @property
+    def images(self) -> bool:
+        """Whether a message carries images (the question's, a tool result's)."""
+        return self._images
 
     def _append(self, message: Message, index: int | None = None) -> None:
         if index is None:
@@ -95,6 +101,7 @@ class NativeTranscript:
         (the answer to an ask_user question comes after the other calls of its step)."""
         name = self._call_names[call_id]
         result = ToolResultMessage(call_id=call_id, name=name, content=text, is_error=is_error, images=images)
+        self._images = self._images or bool(images)
         index = len(self.messages)
         while index > 0 and isinstance(self.messages[index - 1], ToolResultMessage):
             index -= 1

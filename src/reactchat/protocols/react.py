@@ -429,6 +429,11 @@ class ReactTranscript:
         """Characters in the prompt (system, user and scratchpad)."""
         return self._size
 
+    @property
+    def images(self) -> bool:
+        """Whether the question's message carries images (its own, and the observations')."""
+        return bool(self.user.images)
+
     def _append(self, chunk: str) -> None:
         self._chunks.append(chunk)
         self._size += len(chunk)
