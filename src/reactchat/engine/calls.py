@@ -219,7 +219,8 @@ class Calls:
             text, cut = truncate(output, tool.max_chars or self.max_observation)
             span.result(text)
         self.repeats.remember(key, text)
-        return ToolResult(text, is_error, cut, await kept_images(self.store, self.session, images))
+        kept = await kept_images(self.store, self.session, images) if images else ()
+        return ToolResult(text, is_error, cut, kept)
 
     def context(self, call_id: str) -> RunContext:
         """What a tool that asks for it (a ``RunContext`` parameter) is told about call ``call_id``."""

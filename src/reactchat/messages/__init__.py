@@ -332,13 +332,18 @@ def _template(cls: type[_Event]) -> tuple[dict[str, Any], frozenset[str]]:
     return defaults, frozenset(given - {"at"})
 
 
+def _none(images: tuple[ImagePart, ...]) -> bool:
+    """An event without images is stored as it was before events had them."""
+    return not images
+
+
 class UserEvent(_Event):
     """A user message that starts a turn (or answers a pending question)."""
 
     type: Literal["user"] = "user"
     text: str
     #: images sent with the message, kept as the session's artifacts (their bytes are not in the event)
-    images: tuple[ImagePart, ...] = ()
+    images: tuple[ImagePart, ...] = Field(default=(), exclude_if=_none)
 
 
 class ThoughtEvent(_Event):
@@ -375,7 +380,7 @@ class ObservationEvent(_Event):
     interrupted: bool = False
     seconds: float = 0.0
     #: images the tool gave, kept as the session's artifacts (their bytes are not in the event)
-    images: tuple[ImagePart, ...] = ()
+    images: tuple[ImagePart, ...] = Field(default=(), exclude_if=_none)
 
 
 class StartedEvent(_Event):
