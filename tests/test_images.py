@@ -29,9 +29,9 @@ MCP_IMAGES = str(Path(__file__).parent / "fixtures" / "mcp_images.py")
 
 
 @tool
-def draw() -> Observation:
+def draw(title: str = "chart") -> Observation:
     """Draw the chart."""
-    return Observation("drew chart.png", (checked("chart.png", CHART),))
+    return Observation(f"drew {title}.png", (checked(f"{title}.png", CHART),))
 
 
 def calls(*names: str) -> Reply:
@@ -144,7 +144,7 @@ async def test_openai_gets_a_tools_image_in_a_user_message_after_the_tool_result
     server.push(
         Canned(
             body=openai_completion(
-                tool_calls=[openai_call("call_1", "draw", "{}"), openai_call("call_2", "draw", "{}")]
+                tool_calls=[openai_call("call_1", "draw", "{}"), openai_call("call_2", "draw", '{"title": "again"}')]
             )
         ),
         Canned(body=openai_completion("It rises.")),
@@ -156,7 +156,7 @@ async def test_openai_gets_a_tools_image_in_a_user_message_after_the_tool_result
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool", "user"]
     assert sent[3] == {"role": "tool", "tool_call_id": "call_1", "content": "drew chart.png"}
     names = next(m for m in sent[5]["content"] if m["type"] == "text")["text"]
-    assert names.endswith("chart.png, chart.png")
+    assert names.endswith("chart.png, again.png")
     urls = [part["image_url"]["url"] for part in sent[5]["content"] if part["type"] == "image_url"]
     assert urls == [data_url(CHART)] * 2
     # the image is the session's artifact, and the stored observation names it without its bytes
