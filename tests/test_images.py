@@ -321,7 +321,7 @@ def test_an_image_uploaded_over_http_reaches_the_model_with_the_message(tmp_path
     import httpx
 
     from reactchat.server import ServerConfig, create_app
-    from server_support import running
+    from server_support import parse_sse, running
 
     model = ScriptedModel(["A grey chart."], supports_images=True)
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
@@ -335,6 +335,13 @@ def test_an_image_uploaded_over_http_reaches_the_model_with_the_message(tmp_path
             "size": len(CHART),
             "image": {"media_type": "image/png", "width": 5, "height": 2},
         }
+        streamed = client.post(
+            f"/v1/sessions/{session}/files",
+            files={"file": ("again.png", CHART)},
+            headers={"accept": "text/event-stream"},  # as the page asks
+        )
+        frames = parse_sse(streamed.text)
+        assert [kind for kind, _ in frames] == ["file"] and frames[0][1]["file"]["image"]["width"] == 5
         bomb = client.post(f"/v1/sessions/{session}/files", files={"file": ("big.png", png(50_000, 50_000, rows=1))})
         assert bomb.status_code == 413 and "50000x50000 pixels, over the limit" in bomb.json()["error"]["message"]
         broken = client.post(f"/v1/sessions/{session}/files", files={"file": ("cut.png", CHART[:20])})

@@ -141,7 +141,8 @@ def file_routes(app: FastAPI, server: Server) -> None:
             return error(400, "send one file per request (this one has several 'file' parts)", "invalid_request_error")
         data = await file.read()
         if media_type(data) is not None:
-            return await _image_upload(server, session, file.filename or "image", data)
+            streaming = "text/event-stream" in request.headers.get("accept", "")
+            return await _image_upload(server, session, file.filename or "image", data, streaming)
         if server.files is None:
             return error(501, "file uploads need reactchat.knowledge: pip install 'reactchat[files]'", "unavailable")
         name, keep = file.filename or "", retention or server.config.file_retention
@@ -188,20 +189,33 @@ async def _indexing(files: Files, session: str, name: str, data: bytes, retentio
     yield frame("file", json.dumps({"file": info, "files": await files.list(session)}))
 
 
-async def _image_upload(server: Server, session: str, name: str, data: bytes) -> Any:
+async def _image_upload(server: Server, session: str, name: str, data: bytes, streaming: bool) -> Any:
     """Keep an uploaded image as the session's artifact, once it is checked: 201 with its
-    size, or 413 (over a bound) or 400 (not readable) with the reason."""
+    size, or 413 (over a bound) or 400 (not readable) with the reason; as the one ``file``
+    or ``error`` frame of an SSE answer when ``streaming`` (there is nothing to index)."""
     try:
         image = checked(safe_name(name), data)
     except ImageRejected as exc:
-        return error(413 if "over the limit" in exc.reason else 400, str(exc), "file_rejected")
+        status = 413 if "over the limit" in exc.reason else 400
+        if streaming:
+            return _one_frame("error", {"status": status, "message": str(exc)})
+        return error(status, str(exc), "file_rejected")
     store = server.store
     if not isinstance(store, ArtifactStore):
         return error(501, "this server's store keeps no files, so no images", "unavailable")
     kept = await store.put_artifact(session, image.name, data, time.time())
     view = {"name": kept.name, "size": kept.size, "image": image.model_dump(include={"media_type", "width", "height"})}
     files = await server.files.list(session) if server.files is not None else []
+    if streaming:
+        return _one_frame("file", {"file": view, "files": files})
     return JSONResponse({"file": view, "files": files}, status_code=201)
+
+
+def _one_frame(kind: str, data: dict[str, Any]) -> StreamingResponse:
+    async def frames() -> AsyncIterator[str]:
+        yield frame(kind, json.dumps(data))
+
+    return StreamingResponse(frames(), media_type="text/event-stream")
 
 
 async def session_images(store: Any, session: str, names: list[str]) -> list[ImagePart] | str:
