@@ -8,8 +8,10 @@ figures: "cold" starts its sandbox in the call (bwrap, the pids cgroup when it i
 the interpreter, the runner, the collection of /out); "started ahead" finds the sandbox
 that the previous call started for it, as ``run_python`` does for a call without uploads
 (the benchmark waits 0.3 s after such a call, so that the next one's start-up does not
-overlap the next plain start). Prints the medians, the differences and the load average:
-on a shared machine the differences are the figures to read.
+overlap the next plain start). Prints the medians, the median of the differences taken
+round by round (a plain start and a sandboxed one measured back to back share the
+machine's load of that moment) and the load average: on a shared machine the paired
+differences are the figures to read.
 """
 
 from __future__ import annotations
@@ -54,10 +56,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=30)
     runs = parser.parse_args().runs
-    plain, cold, ahead = (statistics.median(t) * 1000 for t in asyncio.run(measure(runs)))
-    print(f"python -c 'print(1)'                  median {plain:6.1f} ms  ({runs} runs each)")
-    print(f"run_python('print(1)'), cold          median {cold:6.1f} ms  {cold - plain:+6.1f} ms")
-    print(f"run_python('print(1)'), started ahead median {ahead:6.1f} ms  {ahead - plain:+6.1f} ms")
+    plain, cold, ahead = asyncio.run(measure(runs))
+    base = statistics.median(plain) * 1000
+    print(f"python -c 'print(1)'                  median {base:6.1f} ms  ({runs} runs each)")
+    for label, times in (("cold         ", cold), ("started ahead", ahead)):
+        paired = statistics.median(t - p for t, p in zip(times, plain, strict=True)) * 1000
+        median = statistics.median(times) * 1000
+        print(f"run_python('print(1)'), {label} median {median:6.1f} ms  {paired:+6.1f} ms (paired)")
     print("load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cores")
 
 

@@ -15,7 +15,7 @@ import atexit
 import contextlib
 import os
 import threading
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterable
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterable, Sequence
 from typing import Any, Literal
 
 from reactchat.engine import build
@@ -30,7 +30,7 @@ from reactchat.engine.spec import Hooks, SessionTools, TurnEnd
 from reactchat.errors import AlreadyAnswered, ConfigError, InsideEventLoop, SessionBusy, SessionNotFound
 from reactchat.memory import Memory
 from reactchat.memory import attach as attach_memory
-from reactchat.messages import CompactionEvent, Event, ToolSpec
+from reactchat.messages import CompactionEvent, Event, ImagePart, ToolSpec
 from reactchat.models import Model, resolve_model
 from reactchat.models._http import close_clients
 from reactchat.orchestration.nested import SubAgent
@@ -238,9 +238,16 @@ class Agent:
 
     # ------------------------------------------------------------------ running
 
-    def run(self, message: str, session: str | None = None, *, reply_to: str | None = None) -> RunResult:
+    def run(
+        self,
+        message: str,
+        session: str | None = None,
+        *,
+        reply_to: str | None = None,
+        images: Sequence[ImagePart] = (),
+    ) -> RunResult:
         """Run one turn synchronously, on this thread's event loop (kept between calls)."""
-        return _thread_loop().run(self.arun(message, session, reply_to=reply_to))
+        return _thread_loop().run(self.arun(message, session, reply_to=reply_to, images=images))
 
     async def arun(
         self,
@@ -251,11 +258,12 @@ class Agent:
         on_event: Callable[[Event], None] | None = None,
         output_type: Any = None,
         budget: Budget | None = None,
+        images: Sequence[ImagePart] = (),
     ) -> RunResult:
         """Run one turn and return its result (see ``stream``); ``on_event`` sees each event;
         ``output_type`` types this turn's final answer (instead of the agent's own); ``budget``
         limits this turn instead of the agent's."""
-        run = self.turn(message, session, reply_to=reply_to, output_type=output_type, budget=budget)
+        run = self.turn(message, session, reply_to=reply_to, output_type=output_type, budget=budget, images=images)
         async for event in run:
             if on_event is not None:
                 on_event(event)
@@ -276,6 +284,7 @@ class Agent:
         *,
         reply_to: str | None = None,
         deltas: bool = False,
+        images: Sequence[ImagePart] = (),
     ) -> AsyncIterator[Event]:
         """Run one turn, yielding each event once it is durable.
 
@@ -283,10 +292,12 @@ class Agent:
         ``message`` is the answer and the turn resumes where it stopped (``reply_to``, the
         question's ``call_id``, makes sure it still waits). A turn interrupted by a crash
         is finished first. ``deltas=True`` adds ``DeltaEvent``s: a streaming model's text
-        as it comes. Raises ``SessionBusy`` while another turn of the session runs,
+        as it comes. ``images`` (``reactchat.messages.images.checked(name, data)``) go with a
+        message that starts a turn, to a model that sees images (others are told what they
+        are); they are kept as the session's artifacts. Raises ``SessionBusy`` while another turn of the session runs,
         ``SessionNotFound`` for an unknown id, ``AlreadyAnswered`` for a stale ``reply_to``.
         """
-        async for event in self.turn(message, session, reply_to=reply_to, deltas=deltas):
+        async for event in self.turn(message, session, reply_to=reply_to, deltas=deltas, images=images):
             yield event
 
     def turn(
@@ -299,6 +310,7 @@ class Agent:
         output_type: Any = None,
         on_delta: Callable[[str], Any] | None = None,
         budget: Budget | None = None,
+        images: Sequence[ImagePart] = (),
     ) -> Run:
         """The ``Run`` of one turn, not started: iterate it for the events, then read ``result``.
         ``output_type`` types this turn's final answer (instead of the agent's own);
@@ -315,6 +327,7 @@ class Agent:
             output=output,
             on_delta=on_delta,
             budget=budget,
+            images=images,
         )
 
     async def fork(self, session: str, *, before: int | None = None, new_id: str | None = None) -> str:

@@ -15,12 +15,13 @@ import itertools
 import json
 import os
 import sys
+import time
 from collections.abc import Sequence
 from typing import Any, ClassVar, TextIO
 
+from reactchat.cli import artifacts, record, worker
 from reactchat.cli import eval as eval_verb
 from reactchat.cli import memory as memory_cli
-from reactchat.cli import record, worker
 from reactchat.cli.report import raw_reply
 from reactchat.cli.retention import days
 from reactchat.cli.tool_refs import close_tools
@@ -192,26 +193,39 @@ async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
     from reactchat.agent import Agent
 
+    folder = artifacts.writable_dir(args.out) if args.out else None  # before any model call
     agent = build_agent(args)
     assert isinstance(agent, Agent)
     trace = Trace(out, err, quiet=args.json)
     session = args.session
+    began = time.time()
+    images = [artifacts.image_file(path) for path in args.file or [] if artifacts.is_image_file(path)]
     try:
-        if args.file:
+        documents = [path for path in args.file or [] if not artifacts.is_image_file(path)]
+        if documents:
             # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
             from reactchat.knowledge._cli import upload
 
             session = session or await agent.store.create_session()
-            for path in args.file:
+            for path in documents:
                 await upload(agent.services["knowledge"], session, path, err if args.json else out, err)
         trace.start_spinner()
         budget = Budget.parse(args.budget) if args.budget else None
-        result = await agent.arun(args.question, session, on_event=trace.show, budget=budget)
+        result = await agent.arun(args.question, session, on_event=trace.show, budget=budget, images=images)
+        trace.stop_spinner()
+        made = await artifacts.made_since(agent.store, result.session, began)
+        paths = await artifacts.save(agent.store, result.session, made, folder) if folder and made else None
     finally:
         trace.stop_spinner()
         await close_agent(agent)
     if args.json:
-        print(json.dumps(result.to_dict(), ensure_ascii=False, default=str), file=out)
+        files = [{"name": a.name, "size": a.size, "content_type": a.content_type} for a in made]
+        for file, path in zip(files, paths or [], strict=False):
+            file["path"] = str(path)
+        print(json.dumps({**result.to_dict(), "files": files}, ensure_ascii=False, default=str), file=out)
+    else:
+        for line in artifacts.listing(result.session, made, paths):
+            print(line, file=out)
     if result.status == "waiting":
         if not args.json:
             print(f"\nThe agent asks: {result.question}", file=out)
@@ -386,7 +400,13 @@ def parser() -> argparse.ArgumentParser:
     ask.add_argument("question")
     ask.add_argument("--session", help="continue this session (answers its pending question)")
     ask.add_argument("--json", action="store_true", help="print the result as JSON")
-    ask.add_argument("--file", action="append", metavar="PATH", help="upload a file to ask about (repeatable)")
+    ask.add_argument(
+        "--file",
+        action="append",
+        metavar="PATH",
+        help="a file to ask about; an image goes with the question (repeatable)",
+    )
+    ask.add_argument("--out", metavar="DIR", help="save the files the turn made (run_python's /out) in DIR")
     ask.add_argument("--plan", action="store_true", help="plan the steps first, then run each as a ReAct sub-run")
     ask.add_argument("--budget", metavar="LIMITS", help="limits of the turn: tokens=N,cost=USD,seconds=S,tool_calls=N")
     chat = commands.add_parser("chat", help="interactive chat")

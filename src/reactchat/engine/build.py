@@ -14,7 +14,7 @@ from reactchat.engine.guards import RepeatGuard
 from reactchat.engine.loop import Loop, Runners
 from reactchat.engine.output import Output
 from reactchat.engine.spec import AgentSpec
-from reactchat.messages import Event, ToolSpec
+from reactchat.messages import Event, ImagePart, ToolSpec
 from reactchat.protocols.base import Transcript
 from reactchat.protocols.native import SYSTEM, NativeTranscript
 from reactchat.protocols.react import ReactTranscript
@@ -34,6 +34,7 @@ def transcript(
     output: Output | None = None,
     summary: str = "",
     notes: str = "",
+    images: tuple[ImagePart, ...] = (),
 ) -> Transcript:
     """A new transcript of ``agent``'s protocol for one run (``system`` replaces the agent's;
     a typed answer's schema and the hooks' ``notes`` are added to it; ``summary`` is that of
@@ -43,10 +44,10 @@ def transcript(
     typed = output.instructions() if output is not None else None
     if agent.protocol == "native":
         native = "\n\n".join(filter(None, [system or SYSTEM, typed, notes]))
-        return NativeTranscript(agent.pack, tools, history, question, native, summary)
+        return NativeTranscript(agent.pack, tools, history, question, native, summary, images)
     few_shot = agent.few_shot if agent.few_shot is not None else getattr(agent.model, "few_shot", False)
     instructions = "\n\n".join(filter(None, [system, typed, notes])) or None
-    return ReactTranscript(agent.pack, tools, history, question, instructions, few_shot, summary)
+    return ReactTranscript(agent.pack, tools, history, question, instructions, few_shot, summary, images)
 
 
 async def make_loop(
@@ -56,6 +57,7 @@ async def make_loop(
     question: str,
     history: list[tuple[str, str]],
     *,
+    images: tuple[ImagePart, ...] = (),
     path: str,
     runners: Runners,
     run: str = "",
@@ -80,7 +82,8 @@ async def make_loop(
     store transaction); ``runners`` pick what runs the nested runs it starts; ``spending`` is
     what the turn has spent of its budget, shared by every run of the turn; ``approval_above``
     is the approval policy of the agents above a nested run (it applies beneath them too);
-    ``summary`` is the compaction of the turns before ``history``.
+    ``summary`` is the compaction of the turns before ``history``; ``images`` were sent with
+    the question.
     """
     store = store or agent.store
     output = output or agent.output
@@ -99,7 +102,9 @@ async def make_loop(
         model=model,
         store=store,
         tools={t.name: t for t in tools},
-        transcript=transcript(agent, [t.spec for t in tools], history, question, system, output, summary, notes),
+        transcript=transcript(
+            agent, [t.spec for t in tools], history, question, system, output, summary, notes, images
+        ),
         max_steps=agent.max_steps,
         max_observation=agent.max_observation_chars,
         context_chars=context,

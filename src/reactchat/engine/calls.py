@@ -18,9 +18,11 @@ from reactchat.engine.approval import Policy
 from reactchat.engine.budget import Spending
 from reactchat.engine.forks import ForkLookup
 from reactchat.engine.guards import RepeatGuard, truncate, unknown_tool
+from reactchat.engine.images import kept_images
 from reactchat.engine.tracing import TurnTrace
-from reactchat.messages import Event, ObservationEvent, QuestionEvent, StartedEvent
+from reactchat.messages import Event, ImagePart, ObservationEvent, QuestionEvent, StartedEvent
 from reactchat.messages._fast import place
+from reactchat.messages.images import Observation
 from reactchat.protocols.base import Call, ToolResult, Transcript
 from reactchat.store import Store
 from reactchat.tools import PauseForUser, RunContext, Tool, ToolInputError, ToolTimeout, observation_text
@@ -80,7 +82,7 @@ class Calls:
 
     async def observe(self, call: Call, result: ToolResult, seconds: float = 0.0, interrupted: bool = False) -> Event:
         """Record an observation and show it to the model."""
-        self.transcript.add_observation(call.call_id, result.text, result.is_error)
+        self.transcript.add_observation(call.call_id, result.text, result.is_error, result.images)
         return await self.emit(
             ObservationEvent.built(
                 call_id=call.call_id,
@@ -90,6 +92,7 @@ class Calls:
                 truncated=result.cut,
                 interrupted=interrupted,
                 seconds=seconds,
+                images=result.images,
             )
         )
 
@@ -197,9 +200,13 @@ class Calls:
             self.repeats.remember(key, reused)
             return ToolResult(reused)
         context = self.context(call.call_id) if tool.context_params else None
+        images: tuple[ImagePart, ...] = ()
         with self.trace.tool(name, call.call_id, arguments) as span:
             try:
-                output = observation_text(await tool.run(arguments, context, self.threads))
+                value = await tool.run(arguments, context, self.threads)
+                if isinstance(value, Observation):
+                    images = value.images
+                output = observation_text(value)
                 is_error = False
             except PauseForUser:
                 raise
@@ -212,7 +219,8 @@ class Calls:
             text, cut = truncate(output, tool.max_chars or self.max_observation)
             span.result(text)
         self.repeats.remember(key, text)
-        return ToolResult(text, is_error, cut)
+        kept = await kept_images(self.store, self.session, images) if images else ()
+        return ToolResult(text, is_error, cut, kept)
 
     def context(self, call_id: str) -> RunContext:
         """What a tool that asks for it (a ``RunContext`` parameter) is told about call ``call_id``."""

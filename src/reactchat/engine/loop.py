@@ -25,6 +25,7 @@ from reactchat.engine.calls import ONE_QUESTION
 from reactchat.engine.compaction import compact_steps, steps_due
 from reactchat.engine.forks import ForkLookup
 from reactchat.engine.guards import RepeatGuard
+from reactchat.engine.images import shown_images
 from reactchat.engine.output import Output, OutputInvalid
 from reactchat.engine.recovery import Recovery
 from reactchat.engine.session import Pending
@@ -36,6 +37,7 @@ from reactchat.messages import (
     AnswerEvent,
     ErrorEvent,
     Event,
+    ImagePart,
     ObservationEvent,
     QuestionEvent,
     Reply,
@@ -151,10 +153,12 @@ class Loop(Recovery):
 
     # ------------------------------------------------------------------ ways in
 
-    def start(self, message: str, opening: UserEvent | None = None) -> AsyncIterator[Event]:
-        """Run a new turn for ``message``; ``opening`` is its event when already recorded (``Run``
-        records it with the turn's lock, in one store transaction)."""
-        return self.invoke(opening or UserEvent(text=message), recorded=opening is not None)
+    def start(
+        self, message: str, opening: UserEvent | None = None, images: tuple[ImagePart, ...] = ()
+    ) -> AsyncIterator[Event]:
+        """Run a new turn for ``message`` (sent with ``images``); ``opening`` is its event when
+        already recorded (``Run`` records it with the turn's lock, in one store transaction)."""
+        return self.invoke(opening or UserEvent(text=message, images=images), recorded=opening is not None)
 
     async def resume(self, pending: Pending, reply: str) -> AsyncIterator[Event]:
         """Continue a run that waits on ``pending`` with the user's ``reply`` as its observation.
@@ -387,6 +391,8 @@ class Loop(Recovery):
     async def call_model(self, request: Request, retrying: bool = False) -> tuple[Reply, float]:
         """One model call; a failure is recorded, then raised for the operator (except a
         ``ContextTooLong`` the caller is ``retrying`` after shrinking the prompt)."""
+        if self.transcript.images:
+            request = await shown_images(request, self.model, self.store, self.session)
         if self.on_delta is not None:
             request.on_delta = self.on_delta
         if self.output is not None:

@@ -64,7 +64,7 @@ class Recovery(Calls):
             elif isinstance(event, CompactionEvent) and event.covers == "steps":
                 self.transcript.fold(event.through_step, event.summary)
             elif isinstance(event, ObservationEvent):
-                self.transcript.add_observation(event.call_id, event.text, event.is_error)
+                self.transcript.add_observation(event.call_id, event.text, event.is_error, event.images)
                 action = next((a for a in actions.get(event.step, []) if a.call_id == event.call_id), None)
                 if action is not None and not event.interrupted:
                     self._remember(action, event)

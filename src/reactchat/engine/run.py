@@ -16,20 +16,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
 from reactchat.engine import tokens
 from reactchat.engine.budget import Budget, Spending
 from reactchat.engine.build import CHARS_PER_TOKEN, make_loop, transcript
 from reactchat.engine.compaction import Carried, carried
+from reactchat.engine.images import kept_images
 from reactchat.engine.loop import Loop, Runner, Runners
 from reactchat.engine.output import Output
 from reactchat.engine.session import Outcome, Pending, RunResult, SessionState, Turn
 from reactchat.engine.spec import AgentSpec
 from reactchat.errors import AlreadyAnswered, NothingToRun, SessionBusy, SessionNotFound, TurnFailed
-from reactchat.messages import DeltaEvent, ErrorEvent, Event, UserEvent
+from reactchat.messages import DeltaEvent, ErrorEvent, Event, ImagePart, UserEvent
 from reactchat.store import Store
+from reactchat.store._artifacts import safe_name
 
 #: a stretch of a run: the loop's events, the turn they belong to, how it stands, and
 #: whether its final answer releases the turn's lock
@@ -66,11 +68,16 @@ class Run:
         output: Output | None = None,
         on_delta: Callable[[str], Any] | None = None,
         budget: Budget | None = None,
+        images: Sequence[ImagePart] = (),
     ) -> None:
         self.agent = agent
         #: what runs each run of the turn (``reactchat.orchestration.runners.runner``)
         self.runners = runners
         self.message = message
+        #: the images sent with a message that starts a turn, named as the session will keep them
+        self.images = tuple(
+            i if i.name == safe_name(i.name) else i.model_copy(update={"name": safe_name(i.name)}) for i in images
+        )
         self.session = session or ""
         self.reply_to = reply_to
         self.deltas = deltas
@@ -167,7 +174,10 @@ class Run:
         if last is not None and last.status == "interrupted":
             return ()
         turn = last.index + 1 if last else 1
-        return (UserEvent(session=self.session, turn=turn, agent=self.path, run=self.run_id, text=self.message),)
+        opening = UserEvent(
+            session=self.session, turn=turn, agent=self.path, run=self.run_id, text=self.message, images=self.images
+        )
+        return (opening,)
 
     def _read(self, seen: list[Event] | None, newer: list[Event]) -> tuple[SessionState, Pending | None]:
         """Under the lock: the session's state, and the pending item this message answers
@@ -197,7 +207,7 @@ class Run:
             yield loop.recover(self._mine(last)), last, outcome, releases
             if self.message is None or outcome.pending is not None:
                 return  # a question the sender has not seen comes first; the message is not recorded
-            state.turns[-1] = Turn(last.index, last.question, self.result.events if self.result else [])
+            state.turns[-1] = Turn(last.index, last.question, self.result.events if self.result else [], last.images)
             last = state.last
         if self.message is None:
             if self.result is None:
@@ -212,12 +222,15 @@ class Run:
                 replies = self._answer_nested(loop, last, pending)
             yield replies, last, outcome, releases
         else:
-            turn = Turn(last.index + 1 if last else 1, self.message)
+            turn = Turn(last.index + 1 if last else 1, self.message, images=self.images)
+            await kept_images(self.agent.store, self.session, self.images)
             await self.agent.hooks.message_arrived(self.session, self.message)
             loop, releases = await self._loop(state, turn, closing=True)
             if self._opened is not None:
                 assert isinstance(loop, Loop) and self._opened.turn == turn.index  # as ``_opening`` foresaw
                 yield loop.start(self.message, self._opened), turn, Outcome(), releases
+            elif isinstance(loop, Loop):
+                yield loop.start(self.message, images=self.images), turn, Outcome(), releases
             else:
                 yield loop.start(self.message), turn, Outcome(), releases
 
@@ -268,6 +281,7 @@ class Run:
             turn.index,
             turn.question,
             history,
+            images=turn.images,
             path=self.path,
             run=self.run_id,
             output=self.output,

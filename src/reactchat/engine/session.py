@@ -17,6 +17,7 @@ from reactchat.messages import (
     CompactionEvent,
     ErrorEvent,
     Event,
+    ImagePart,
     ObservationEvent,
     PauseKind,
     PlanEvent,
@@ -247,6 +248,8 @@ class Turn:
     index: int
     question: str
     events: list[Event] = field(default_factory=list)
+    #: the images sent with the question
+    images: tuple[ImagePart, ...] = ()
     #: ``outcome`` as last folded: the list it was folded from and how many of its events
     _folded: tuple[Outcome, list[Event], int] | None = field(default=None, init=False, repr=False, compare=False)
 
@@ -304,8 +307,8 @@ class SessionState:
         for event in events:
             turn = by_index.get(event.turn)
             if turn is None:
-                text = event.text if isinstance(event, UserEvent) else ""
-                turn = by_index[event.turn] = Turn(event.turn, text)
+                text, images = (event.text, event.images) if isinstance(event, UserEvent) else ("", ())
+                turn = by_index[event.turn] = Turn(event.turn, text, images=images)
                 state.turns.append(turn)
             elif not turn.question and isinstance(event, UserEvent) and not event.run:
                 turn.question = event.text  # a summary made before the message was recorded

@@ -241,12 +241,18 @@ class MCPServer:
 
     async def call(self, tool: str, arguments: dict[str, Any]) -> tuple[str, bool]:
         """Call ``tool``: ``(observation text, is_error)``; never raises for the server's sake."""
+        text, is_error, _ = await self.called(tool, arguments)
+        return text, is_error
+
+    async def called(self, tool: str, arguments: dict[str, Any]) -> tuple[str, bool, list[Any]]:
+        """Call ``tool``: the observation text, whether it is an error, and the result's image
+        content blocks (``ImageContent``: base64 data and a MIME type); never raises."""
         mcp = _sdk()
         for attempt in (1, 2):
             try:
                 client = await self._client()
             except MCPUnavailable as exc:
-                return str(exc), True
+                return str(exc), True, []
             connection = self._connection
             try:
                 async with asyncio.timeout(self.timeout + 5):  # the SDK's own timeout first
@@ -262,21 +268,21 @@ class MCPServer:
                     continue
                 if code == REQUEST_TIMEOUT:
                     await self._drop(connection)
-                    return self._hung(tool), True
+                    return self._hung(tool), True, []
                 if code == CONNECTION_CLOSED:
                     await self._drop(connection)
-                    return (
-                        f"the MCP server {self.name} stopped during the call; it will be started again on the next call"
-                    ), True
-                return f"the MCP server {self.name} refused the call: {exc.error.message}", True
+                    stopped = f"the MCP server {self.name} stopped during the call; it will be started again"
+                    return f"{stopped} on the next call", True, []
+                return f"the MCP server {self.name} refused the call: {exc.error.message}", True, []
             except TimeoutError:
                 await self._drop(connection)
-                return self._hung(tool), True
+                return self._hung(tool), True, []
             except Exception as exc:  # a transport failure: start afresh on the next call
                 await self._drop(connection)
-                return f"the MCP server {self.name} failed during the call ({_describe(exc)})", True
-            return render_result(result), bool(result.is_error)
-        return f"the MCP server {self.name} lost its session twice", True
+                return f"the MCP server {self.name} failed during the call ({_describe(exc)})", True, []
+            images = [block for block in result.content if getattr(block, "type", "") == "image"]
+            return render_result(result), bool(result.is_error), images
+        return f"the MCP server {self.name} lost its session twice", True, []
 
     def _hung(self, tool: str) -> str:
         return (

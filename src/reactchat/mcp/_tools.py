@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import logging
+import uuid
 from typing import TYPE_CHECKING, Any
 
+from reactchat.messages import ImagePart
+from reactchat.messages.images import ImageRejected, Observation, checked
+from reactchat.store._artifacts import safe_name
 from reactchat.tools import Effect, Tool, ToolInputError
 from reactchat.tools._schema import Check, SchemaTool, json_schema_check
 
@@ -89,6 +95,25 @@ class MCPTool(SchemaTool):
             ) from None
 
 
+def result_images(prefix: str, blocks: list[Any]) -> tuple[tuple[ImagePart, ...], list[str]]:
+    """The image content of a tool result as images (named ``PREFIX-N-ID.EXT``: a name of
+    their own among the session's files), and a line for each one refused."""
+    images, refused = [], []
+    tag = uuid.uuid4().hex[:8]
+    for number, block in enumerate(blocks, 1):
+        extension = _EXTENSIONS.get(getattr(block, "mime_type", ""), "img")
+        name = safe_name(f"{prefix}-{number}-{tag}.{extension}")
+        try:
+            data = base64.b64decode(getattr(block, "data", ""), validate=True)
+            images.append(checked(name, data))
+        except (binascii.Error, ImageRejected) as exc:
+            refused.append(f"[{exc if isinstance(exc, ImageRejected) else f'image {name!r} refused: not base64'}]")
+    return tuple(images), refused
+
+
+_EXTENSIONS = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
+
+
 def effect_of(annotations: Any) -> Effect:
     """A listed tool's effect class from the server's hints: ``readOnlyHint`` means ``read``,
     ``idempotentHint`` ``idempotent``; without either (hints are the server's word, and the
@@ -105,11 +130,14 @@ def effect_of(annotations: Any) -> Effect:
 def _tool(
     server: MCPServer, name: str, description: str, schema: dict[str, Any], check: Check, effect: Effect
 ) -> SchemaTool:
-    async def call(arguments: dict[str, Any]) -> str:
-        text, is_error = await server.call(name, arguments)
+    async def call(arguments: dict[str, Any]) -> str | Observation:
+        text, is_error, blocks = await server.called(name, arguments)
         if is_error:
             raise MCPToolError(text)
-        return text
+        if not blocks:
+            return text
+        images, refused = result_images(f"{server.name}-{name}", blocks)
+        return Observation("\n".join([text, *refused]), images)
 
     schema.pop("title", None)
     # MCPServer.call applies the server's timeout and restarts a hung server itself

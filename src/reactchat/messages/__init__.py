@@ -3,7 +3,8 @@
 Three families, all pydantic models with a ``Literal`` discriminator:
 
 * **messages** (``SystemMessage``, ``UserMessage``, ``AssistantMessage``,
-  ``ToolResultMessage``): what a protocol sends to a model;
+  ``ToolResultMessage``): what a protocol sends to a model; a user message and a tool
+  result may carry images (``ImagePart``);
 * **replies** (``Reply`` with ``TextPart`` / ``ToolCallPart`` parts): what a model
   sends back, with its ``stop_reason`` and ``usage``;
 * **events** (``UserEvent``, ``ThoughtEvent``, ``ActionEvent``, ``ObservationEvent``,
@@ -132,6 +133,35 @@ class Reply(_Model):
         return [p for p in self.parts if isinstance(p, ToolCallPart)]
 
 
+ImageType = Literal["image/png", "image/jpeg", "image/webp"]
+
+
+class ImagePart(_Model):
+    """An image in a user message or an observation: what it is and, when it is sent, its bytes.
+
+    The bytes stay out of the JSON: a stored event names the session's artifact that holds
+    them (``name``), and they are read back from the store when a model that sees images
+    is sent the image again. ``reactchat.messages.images.checked`` makes one from bytes.
+    """
+
+    kind: Literal["image"] = "image"
+    #: the session's artifact that holds the bytes
+    name: str
+    media_type: ImageType
+    width: int
+    height: int
+    #: bytes of the image
+    size: int
+    data: bytes = Field(default=b"", exclude=True, repr=False)
+
+    @property
+    def note(self) -> str:
+        """What a model that cannot see images is told in the image's place."""
+        kind = self.media_type.removeprefix("image/").upper()
+        size = f"{self.width}x{self.height}, {self.size} bytes"
+        return f"[image {self.name}: {kind}, {size}; this model cannot see images]"
+
+
 class SystemMessage(_Model):
     """Instructions for the model."""
 
@@ -140,10 +170,11 @@ class SystemMessage(_Model):
 
 
 class UserMessage(_Model):
-    """A message from the user (or an observation in text protocols)."""
+    """A message from the user (or an observation in text protocols), with its images."""
 
     role: Literal["user"] = "user"
     content: str
+    images: tuple[ImagePart, ...] = ()
 
 
 class AssistantMessage(_Model):
@@ -177,6 +208,8 @@ class ToolResultMessage(_Model):
     name: str
     content: str
     is_error: bool = False
+    #: images the tool gave (an MCP image, a chart run_python drew)
+    images: tuple[ImagePart, ...] = ()
 
 
 Message = Annotated[
@@ -299,11 +332,18 @@ def _template(cls: type[_Event]) -> tuple[dict[str, Any], frozenset[str]]:
     return defaults, frozenset(given - {"at"})
 
 
+def _none(images: tuple[ImagePart, ...]) -> bool:
+    """An event without images is stored as it was before events had them."""
+    return not images
+
+
 class UserEvent(_Event):
     """A user message that starts a turn (or answers a pending question)."""
 
     type: Literal["user"] = "user"
     text: str
+    #: images sent with the message, kept as the session's artifacts (their bytes are not in the event)
+    images: tuple[ImagePart, ...] = Field(default=(), exclude_if=_none)
 
 
 class ThoughtEvent(_Event):
@@ -339,6 +379,8 @@ class ObservationEvent(_Event):
     #: the call was cut off by a crash and not run again, so its effect is unknown
     interrupted: bool = False
     seconds: float = 0.0
+    #: images the tool gave, kept as the session's artifacts (their bytes are not in the event)
+    images: tuple[ImagePart, ...] = Field(default=(), exclude_if=_none)
 
 
 class StartedEvent(_Event):

@@ -33,6 +33,8 @@ class Model(Protocol):
     supports_tools: bool
     #: the model's context window in tokens, when known (the agent keeps prompts within it)
     context_tokens: int | None
+    # a model may also say ``supports_images`` (``reactchat.engine.images.SeesImages``): the
+    # requests of one that does not carry a note in place of each image
 
     async def complete(self, request: Request) -> Reply:
         """Answer one request."""

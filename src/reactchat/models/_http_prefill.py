@@ -33,7 +33,8 @@ def prefill_as_user(messages: list[Message], scratchpad: str) -> list[Message]:
     that cannot continue an assistant message."""
     if messages and isinstance(messages[-1], UserMessage):
         last = messages[-1]
-        return [*messages[:-1], UserMessage(content=f"{last.content}\n{scratchpad}")]
+        # a copy, so that the message keeps its images
+        return [*messages[:-1], last.model_copy(update={"content": f"{last.content}\n{scratchpad}"})]
     return [*messages, UserMessage(content=scratchpad)]
 
 

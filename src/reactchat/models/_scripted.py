@@ -32,8 +32,11 @@ class ScriptedModel:
         name: str = "scripted",
         delay: float = 0.0,
         honor_stop: bool = True,
+        supports_images: bool = False,
     ) -> None:
         self.replies: list[ScriptItem] = list(replies)
+        #: whether its requests carry images (True) or notes in their place (False)
+        self.supports_images = supports_images
         self.requests: list[Request] = []
         self.name = name
         self.delay = delay

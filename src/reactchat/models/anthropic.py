@@ -14,6 +14,8 @@ can ride in the spec: ``anthropic:MODEL?max_tokens=1024&stream=false``.
 * **Native tools**: ``tool_use`` blocks out, ``tool_result`` blocks back — all results
   of one step in a single user message, in the order of the calls. Streamed tool input
   that is not valid JSON stays the raw string so the engine can tell the model.
+* **Images** (``supports_images``): ``image`` blocks with their base64 bytes, in the
+  user's message and inside a ``tool_result`` (which holds text and images).
 * **Streaming** (default) assembles the stream events; text deltas go to ``on_delta``.
 * **Errors**: as for the OpenAI adapter (``_http``): 429, 529 overloaded, 5xx and
   timeouts are retried with backoff; a prompt that is too long raises ``ContextTooLong``.
@@ -21,6 +23,7 @@ can ride in the spec: ``anthropic:MODEL?max_tokens=1024&stream=false``.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -29,6 +32,7 @@ from typing import Any, Literal
 from reactchat.errors import ConfigError
 from reactchat.messages import (
     AssistantMessage,
+    ImagePart,
     Message,
     Reply,
     Request,
@@ -92,6 +96,8 @@ class AnthropicModel:
     """A Claude model behind the Anthropic Messages API."""
 
     supports_tools = True
+    #: every current Claude model reads images
+    supports_images = True
 
     def __init__(
         self,
@@ -270,13 +276,24 @@ def _messages(messages: list[Message], tools: bool) -> list[dict[str, Any]]:
     return out
 
 
+def _image(image: ImagePart) -> dict[str, Any]:
+    data = base64.b64encode(image.data).decode("ascii")
+    return {"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": data}}
+
+
 def _blocks(message: Message, tools: bool) -> list[dict[str, Any]]:
     if isinstance(message, UserMessage):
-        return [{"type": "text", "text": message.content}] if message.content else []
+        text = [{"type": "text", "text": message.content}] if message.content else []
+        return [*text, *(_image(image) for image in message.images)]
     if isinstance(message, ToolResultMessage):
+        images = [_image(image) for image in message.images]
         if not tools:
-            return [{"type": "text", "text": f"[{message.name} returned] {message.content}"}]
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.call_id, "content": message.content}
+            return [{"type": "text", "text": f"[{message.name} returned] {message.content}"}, *images]
+        # a tool result holds text and images: its content is then a list of blocks
+        content: str | list[dict[str, Any]] = message.content
+        if images:
+            content = [{"type": "text", "text": message.content or "(images)"}, *images]
+        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": message.call_id, "content": content}
         if message.is_error:
             block["is_error"] = True
         return [block]

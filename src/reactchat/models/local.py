@@ -87,6 +87,8 @@ class LocalModel:
     """
 
     supports_tools = True
+    #: the embedded models read text only: images reach them as notes
+    supports_images = False
 
     def __init__(
         self,

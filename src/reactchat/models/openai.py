@@ -21,6 +21,10 @@ What this adapter does about the servers' differences is listed in docs/servers.
   reasoning models, ``max_tokens`` where ``max_completion_tokens`` is wanted,
   ``stream_options`` on old servers, ``parallel_tool_calls``) is dropped or renamed once
   and remembered.
+* **Images** (``supports_images``: true for OpenAI's vision models by their name,
+  ``images=True|False`` to say so for another): a user message's images are
+  ``image_url`` parts holding a ``data:`` URL; a tool message holds text only, so the
+  images of the tool results of one step follow them in one user message.
 * **Tool choice.** ``tool_choice="auto" | "none" | "required"``, or a tool's name to force
   a call of that tool, is sent with every request that offers tools (a name only where
   that tool is offered: the last request of a run, asking for an answer, offers none).
@@ -28,6 +32,7 @@ What this adapter does about the servers' differences is listed in docs/servers.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -36,6 +41,7 @@ from typing import Any, Literal
 from reactchat.errors import ConfigError
 from reactchat.messages import (
     AssistantMessage,
+    ImagePart,
     Message,
     Reply,
     Request,
@@ -81,6 +87,17 @@ _UNSUPPORTED = re.compile(
 _CHOICES = ("auto", "none", "required")
 #: parameters the adapter may drop (or rename) when a server says it does not support them
 _OPTIONAL = ("stream_options", "stop", "max_tokens", "parallel_tool_calls")
+#: models that accept images, by name (OpenAI's and the open vision models servers host)
+_VISION = re.compile(
+    r"gpt-4o|gpt-4\.1|gpt-4\.5|gpt-4-turbo|gpt-5|chatgpt-4o|(?:^|/)(?:o1(?!-mini|-preview)|o3(?!-mini)|o4)"
+    r"|vision|-vl\b|llava|pixtral|gemma-?3",
+    re.I,
+)
+
+
+def _vision_model(model: str) -> bool:
+    """Whether the model of this name accepts images (OpenAI's vision models, open ones by name)."""
+    return _VISION.search(model) is not None
 
 
 def _sdk() -> Any:
@@ -115,6 +132,7 @@ class OpenAIModel:
         http_client: Any = None,
         tool_choice: str | None = None,
         parallel_tool_calls: bool | None = None,
+        images: bool | None = None,
     ) -> None:
         if not model:
             raise ConfigError("openai models need a model name: 'openai:gpt-4o-mini'")
@@ -144,6 +162,8 @@ class OpenAIModel:
         self.extra_body = extra_body
         self.tool_choice = tool_choice
         self.parallel_tool_calls = parallel_tool_calls
+        #: the model accepts images (by its name unless ``images=`` says)
+        self.supports_images = _vision_model(model) if images is None else images
         self._http_client = http_client
         provider = "OpenAI" if self.base_url == _OPENAI_URL else "the OpenAI-compatible server"
         self._endpoint = Endpoint(provider, model, self.base_url, "OPENAI_API_KEY", "openai")
@@ -176,7 +196,7 @@ class OpenAIModel:
         return reply if scratchpad is None else finish_scratchpad(reply, scratchpad, request.stop)
 
     def _params(self, request: Request, messages: list[Message]) -> dict[str, Any]:
-        params: dict[str, Any] = {"model": self.model, "messages": [_message(m) for m in messages]}
+        params: dict[str, Any] = {"model": self.model, "messages": _chat(messages)}
         if request.tools:
             params["tools"] = [
                 {
@@ -287,10 +307,44 @@ class OpenAIModel:
         return _usage(chunk.usage) if getattr(chunk, "usage", None) else None
 
 
+def _chat(messages: list[Message]) -> list[dict[str, Any]]:
+    """The messages as chat completions messages. A tool message holds text only (the API
+    refuses image parts in it), so the images of a run of tool results go in one user
+    message after the last of them: between them it would break the run the API expects
+    after an assistant message with tool calls."""
+    out: list[dict[str, Any]] = []
+    images: list[ImagePart] = []
+    for message in messages:
+        if images and not isinstance(message, ToolResultMessage):
+            out.append(_tool_images(images))
+            images = []
+        out.append(_message(message))
+        if isinstance(message, ToolResultMessage):
+            images.extend(message.images)
+    if images:
+        out.append(_tool_images(images))
+    return out
+
+
+def _image_url(image: ImagePart) -> dict[str, Any]:
+    url = f"data:{image.media_type};base64,{base64.b64encode(image.data).decode('ascii')}"
+    return {"type": "image_url", "image_url": {"url": url}}
+
+
+def _tool_images(images: list[ImagePart]) -> dict[str, Any]:
+    """The user message that carries the images of the tool results before it."""
+    names = ", ".join(image.name for image in images)
+    said = {"type": "text", "text": f"The images the tool results above returned: {names}"}
+    return {"role": "user", "content": [said, *(_image_url(image) for image in images)]}
+
+
 def _message(message: Message) -> dict[str, Any]:
     if isinstance(message, SystemMessage):
         return {"role": "system", "content": message.content}
     if isinstance(message, UserMessage):
+        if message.images:
+            parts = [{"type": "text", "text": message.content}] if message.content else []
+            return {"role": "user", "content": [*parts, *(_image_url(image) for image in message.images)]}
         return {"role": "user", "content": message.content}
     if isinstance(message, ToolResultMessage):
         return {"role": "tool", "tool_call_id": message.call_id, "content": message.content}
@@ -354,6 +408,6 @@ def _reply(response: Any) -> Reply:
 
 def from_spec(rest: str) -> OpenAIModel:
     """``openai:MODEL`` or ``openai:MODEL?max_tokens=256&prefill=assistant&stream=false``
-    (also ``tool_choice=NAME`` and ``parallel_tool_calls=false``)."""
-    model, options = spec_options(rest, {"tool_choice": str, "parallel_tool_calls": bool})
+    (also ``tool_choice=NAME``, ``parallel_tool_calls=false`` and ``images=true``)."""
+    model, options = spec_options(rest, {"tool_choice": str, "parallel_tool_calls": bool, "images": bool})
     return OpenAIModel(model, **options)

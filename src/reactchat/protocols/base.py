@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import NamedTuple, Protocol
 
 from reactchat.errors import ReactchatError
-from reactchat.messages import Reply, Request, ToolInput
+from reactchat.messages import ImagePart, Reply, Request, ToolInput
 from reactchat.protocols.packs import PromptPack
 
 #: an observation shorter than this is never elided to fit the context budget
@@ -40,12 +40,13 @@ class Call(NamedTuple):
 
 
 class ToolResult(NamedTuple):
-    """What one tool call gave: the observation text, whether it is an error, and how
-    many characters were cut from it to keep the context small."""
+    """What one tool call gave: the observation text, whether it is an error, how many
+    characters were cut from it to keep the context small, and the images it gave."""
 
     text: str
     is_error: bool = False
     cut: int = 0
+    images: tuple[ImagePart, ...] = ()
 
 
 class Decision(NamedTuple):
@@ -75,12 +76,19 @@ class Transcript(Protocol):
         """Characters in the prompt."""
         ...
 
+    @property
+    def images(self) -> bool:
+        """Whether a message of the prompt carries images (kept, not scanned for, on every step)."""
+        ...
+
     def add_step(self, raw: str, thought: str, calls: Sequence[Call]) -> None:
         """Record what the model wrote for one step and the calls it made."""
         ...
 
-    def add_observation(self, call_id: str, text: str, is_error: bool = False) -> None:
-        """Record the observation of a call made in an earlier ``add_step``."""
+    def add_observation(
+        self, call_id: str, text: str, is_error: bool = False, images: tuple[ImagePart, ...] = ()
+    ) -> None:
+        """Record the observation of a call made in an earlier ``add_step``, with its images."""
         ...
 
     def add_correction(self, raw: str, correction: str) -> None:

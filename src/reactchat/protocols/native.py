@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from reactchat.messages import (
     AssistantMessage,
+    ImagePart,
     Message,
     Reply,
     Request,
@@ -43,10 +44,12 @@ class NativeTranscript:
         question: str,
         system: str | None = None,
         summary: str = "",
+        images: tuple[ImagePart, ...] = (),
     ) -> None:
         self.pack = pack
         self.tools = tools
         self.messages: list[Message] = []
+        self._images = bool(images)
         self._tools_size = sum(len(t.name) + len(t.description) + len(json.dumps(t.input_schema)) for t in tools)
         self._size = self._tools_size
         system = system or SYSTEM
@@ -55,7 +58,7 @@ class NativeTranscript:
             self._append(UserMessage(content=asked))
             self._append(AssistantMessage(parts=[TextPart(text=answered)]))
         self.question = question
-        self._append(UserMessage(content=question))
+        self._append(UserMessage(content=question, images=images))
         #: where the question is, where each step not yet summarised begins, how many were
         self._asked = len(self.messages) - 1
         self._marks: list[int] = []
@@ -66,6 +69,11 @@ class NativeTranscript:
     def size(self) -> int:
         """Characters in the prompt: every message's content and the tools' schemas."""
         return self._size
+
+    @property
+    def images(self) -> bool:
+        """Whether a message carries images (the question's, a tool result's)."""
+        return self._images
 
     def _append(self, message: Message, index: int | None = None) -> None:
         if index is None:
@@ -86,10 +94,14 @@ class NativeTranscript:
             parts.append(ToolCallPart(id=call_id, name=tool, input=value))
         self._append(AssistantMessage(parts=parts))
 
-    def add_observation(self, call_id: str, text: str, is_error: bool = False) -> None:
+    def add_observation(
+        self, call_id: str, text: str, is_error: bool = False, images: tuple[ImagePart, ...] = ()
+    ) -> None:
         """The result of a call, kept in the order of the calls even when one arrives late
         (the answer to an ask_user question comes after the other calls of its step)."""
-        result = ToolResultMessage(call_id=call_id, name=self._call_names[call_id], content=text, is_error=is_error)
+        name = self._call_names[call_id]
+        result = ToolResultMessage(call_id=call_id, name=name, content=text, is_error=is_error, images=images)
+        self._images = self._images or bool(images)
         index = len(self.messages)
         while index > 0 and isinstance(self.messages[index - 1], ToolResultMessage):
             index -= 1
@@ -146,7 +158,8 @@ class NativeTranscript:
         if count <= 0 or count >= len(self._marks):
             return False
         end = self._marks[count]
-        asked = UserMessage(content=f"{self.question}\n\n({self.pack.steps_header}: {summary})")
+        images = self.messages[self._asked].images  # type: ignore[union-attr]
+        asked = UserMessage(content=f"{self.question}\n\n({self.pack.steps_header}: {summary})", images=images)
         self.messages[self._asked : end] = [asked]
         shift = end - self._asked - 1
         self._marks = [mark - shift for mark in self._marks[count:]]

@@ -34,6 +34,7 @@ from typing import Any, Literal
 
 from reactchat.messages import (
     AssistantMessage,
+    ImagePart,
     ReactLabels,
     Reply,
     Request,
@@ -394,6 +395,7 @@ class ReactTranscript:
         system: str | None = None,
         few_shot: bool = False,
         summary: str = "",
+        images: tuple[ImagePart, ...] = (),
     ) -> None:
         self.pack = pack
         self.tools = tools
@@ -405,7 +407,7 @@ class ReactTranscript:
         # text made here: not validated again
         content = f"{system}\n\n{instructions}" if system else instructions
         self.system = SystemMessage(content=content)
-        self.user = UserMessage(content=_question_block(pack, history, question, summary))
+        self.user = UserMessage(content=_question_block(pack, history, question, summary), images=images)
         self.stop = [f"\n{labels.observation}:", f"\n{labels.observation} :"]
         self._chunks: list[str] = []
         #: observations that may still be elided: call id (or correction key) → chunk index
@@ -426,6 +428,11 @@ class ReactTranscript:
     def size(self) -> int:
         """Characters in the prompt (system, user and scratchpad)."""
         return self._size
+
+    @property
+    def images(self) -> bool:
+        """Whether the question's message carries images (its own, and the observations')."""
+        return bool(self.user.images)
 
     def _append(self, chunk: str) -> None:
         self._chunks.append(chunk)
@@ -449,11 +456,15 @@ class ReactTranscript:
         for call_id, tool, value in calls:
             self._calls[call_id] = (tool, input_json(value))
 
-    def add_observation(self, call_id: str, text: str, is_error: bool = False) -> None:
+    def add_observation(
+        self, call_id: str, text: str, is_error: bool = False, images: tuple[ImagePart, ...] = ()
+    ) -> None:
         """Append an observation and the next ``Thought:`` (an error reads like any other result).
 
         A failed call that had already succeeded in this turn (a repeat the guard refused)
-        makes the next step the answer: the request offers no tool.
+        makes the next step the answer: the request offers no tool. Its images go with the
+        user's message (the scratchpad, the model's own message, is text only), and the
+        observation names them.
         """
         key = self._calls.get(call_id)
         if key is not None and not is_error:
@@ -463,6 +474,9 @@ class ReactTranscript:
         self._append(f"\n{self._observation} ")
         self._elidable[call_id] = len(self._chunks)
         self._append(text)
+        if images:
+            self.user = self.user.model_copy(update={"images": (*self.user.images, *images)})
+            self._append("".join(f"\n[image {image.name}: shown with the question]" for image in images))
         self._append(f"\n{self._thought}")
 
     def add_correction(self, raw: str, correction: str) -> None:

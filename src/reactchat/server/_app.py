@@ -41,7 +41,7 @@ from reactchat.errors import ConfigError, DiskFull
 from reactchat.server._artifacts import artifact_routes
 from reactchat.server._cancel import cancel_routes, watch_cancels
 from reactchat.server._config import AgentFactory, ServerConfig
-from reactchat.server._files import Files
+from reactchat.server._files import Files, session_images
 from reactchat.server._fork import fork_routes
 from reactchat.server._guard import USER, Guard, Rate, owner
 from reactchat.server._health import health_routes
@@ -78,6 +78,10 @@ class SessionCreated(BaseModel):
     created: bool
 
 
+#: images one message may carry
+MAX_MESSAGE_IMAGES = 8
+
+
 class MessageIn(Body):
     """Body of ``POST /v1/sessions/{id}/messages``."""
 
@@ -92,6 +96,9 @@ class MessageIn(Body):
     output_schema: dict[str, Any] | None = None
     #: limits of this turn, held within the server's ``max_budget``
     budget: BudgetIn | None = None
+    #: images uploaded to the session (``POST /v1/sessions/{id}/files``), by name, sent with a
+    #: message that starts a turn
+    images: list[str] = Field(default_factory=list, max_length=MAX_MESSAGE_IMAGES)
 
 
 class BudgetIn(Body):
@@ -317,7 +324,12 @@ def _session_routes(app: FastAPI, server: Server) -> None:
             check_priced(budget, server.agent.model.name)
         except ConfigError as exc:  # a cost limit this server's model cannot keep (it has no prices)
             return error(409, str(exc), "unpriced_model")
-        feed = await server.turns.start(server.agent, session, body.message, body.reply_to, body.output_schema, budget)
+        images = await session_images(server.store, session, body.images)
+        if isinstance(images, str):
+            return error(400, images, "invalid_request_error")
+        feed = await server.turns.start(
+            server.agent, session, body.message, body.reply_to, body.output_schema, budget, images
+        )
         left = server.files.left_after(session) if server.files is not None else None
         if body.stream:
             return TurnStream(sse(feed, left))

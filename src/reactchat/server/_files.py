@@ -1,7 +1,9 @@
-"""Uploaded files: the routes over ``reactchat.knowledge``, when it is installed.
+"""Uploaded files: the routes over ``reactchat.knowledge``, when it is installed, and images.
 
 A file uploaded to a session becomes a temporary knowledge base that the agent can
 search; it is forgotten after its retention in rounds, or when the context is cleared.
+An image (PNG, JPEG or WebP, by its bytes) is checked from its header and kept as the
+session's artifact instead, for a message to send it to the model (``"images": [NAME]``).
 """
 
 from __future__ import annotations
@@ -10,16 +12,20 @@ import asyncio
 import importlib
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, File, Form, Request, UploadFile
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BeforeValidator, Field
 
+from reactchat.messages import ImagePart
+from reactchat.messages.images import ImageRejected, checked, media_type
 from reactchat.server._schema import GUARDED, error, errors, streamed, upload_body
 from reactchat.server._turns import frame
 from reactchat.store import SessionNotFound
+from reactchat.store._artifacts import ArtifactStore, safe_name
 
 if TYPE_CHECKING:
     from reactchat.agent import Agent
@@ -111,14 +117,19 @@ def file_routes(app: FastAPI, server: Server) -> None:
     async def upload(
         request: Request,
         session: str,
-        file: Annotated[UploadFile, File(description="A non-empty document: txt, md, html, csv, json, pdf or docx")],
+        file: Annotated[
+            UploadFile,
+            File(description="A non-empty document (txt, md, html, csv, json, pdf, docx) or image (png, jpeg, webp)"),
+        ],
         retention: Annotated[
             Annotated[int, Field(ge=1, le=MAX_RETENTION)] | None,
             BeforeValidator(_absent),
             Form(json_schema_extra=NOT_GIVEN),
         ] = None,
     ) -> Any:
-        """Add a file to the session's knowledge; ``retention`` is in rounds.
+        """Add a file to the session's knowledge; ``retention`` is in rounds. An image is kept
+        as the session's file instead (``GET .../artifacts/{name}``), for a message to send
+        it to the model (``"images": [name]``); it answers 201 with its size at once.
 
         With ``Accept: text/event-stream`` the answer streams ``progress`` events
         (``{"done": n, "total": m}``, pages then passages) while the file is read, then
@@ -126,11 +137,14 @@ def file_routes(app: FastAPI, server: Server) -> None:
         """
         if not await server.store.exists(session):
             raise SessionNotFound(session)
-        if server.files is None:
-            return error(501, "file uploads need reactchat.knowledge: pip install 'reactchat[files]'", "unavailable")
         if len((await request.form()).getlist("file")) > 1:
             return error(400, "send one file per request (this one has several 'file' parts)", "invalid_request_error")
         data = await file.read()
+        if media_type(data) is not None:
+            streaming = "text/event-stream" in request.headers.get("accept", "")
+            return await _image_upload(server, session, file.filename or "image", data, streaming)
+        if server.files is None:
+            return error(501, "file uploads need reactchat.knowledge: pip install 'reactchat[files]'", "unavailable")
         name, keep = file.filename or "", retention or server.config.file_retention
         if "text/event-stream" in request.headers.get("accept", ""):
             return StreamingResponse(_indexing(server.files, session, name, data, keep), media_type="text/event-stream")
@@ -173,6 +187,49 @@ async def _indexing(files: Files, session: str, name: str, data: bytes, retentio
         yield frame("error", json.dumps({"status": 500, "message": message}))
         return
     yield frame("file", json.dumps({"file": info, "files": await files.list(session)}))
+
+
+async def _image_upload(server: Server, session: str, name: str, data: bytes, streaming: bool) -> Any:
+    """Keep an uploaded image as the session's artifact, once it is checked: 201 with its
+    size, or 413 (over a bound) or 400 (not readable) with the reason; as the one ``file``
+    or ``error`` frame of an SSE answer when ``streaming`` (there is nothing to index)."""
+    try:
+        image = checked(safe_name(name), data)
+    except ImageRejected as exc:
+        status = 413 if "over the limit" in exc.reason else 400
+        if streaming:
+            return _one_frame("error", {"status": status, "message": str(exc)})
+        return error(status, str(exc), "file_rejected")
+    store = server.store
+    if not isinstance(store, ArtifactStore):
+        return error(501, "this server's store keeps no files, so no images", "unavailable")
+    kept = await store.put_artifact(session, image.name, data, time.time())
+    view = {"name": kept.name, "size": kept.size, "image": image.model_dump(include={"media_type", "width", "height"})}
+    files = await server.files.list(session) if server.files is not None else []
+    if streaming:
+        return _one_frame("file", {"file": view, "files": files})
+    return JSONResponse({"file": view, "files": files}, status_code=201)
+
+
+def _one_frame(kind: str, data: dict[str, Any]) -> StreamingResponse:
+    async def frames() -> AsyncIterator[str]:
+        yield frame(kind, json.dumps(data))
+
+    return StreamingResponse(frames(), media_type="text/event-stream")
+
+
+async def session_images(store: Any, session: str, names: list[str]) -> list[ImagePart] | str:
+    """The session's uploaded images of these names, checked again; why not, for a 400."""
+    images: list[ImagePart] = []
+    for name in names:
+        artifact = await store.artifact(session, name) if isinstance(store, ArtifactStore) else None
+        if artifact is None:
+            return f"no image {name!r} in this session: upload it first (POST /v1/sessions/{session}/files)"
+        try:
+            images.append(checked(name, artifact.data))
+        except ImageRejected as exc:
+            return str(exc)
+    return images
 
 
 def _absent(value: Any) -> Any:

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -24,7 +24,7 @@ from reactchat.engine.loop import SHUTDOWN
 from reactchat.engine.run import Run
 from reactchat.engine.session import Outcome, Pending, RunResult
 from reactchat.engine.usage import total
-from reactchat.messages import ErrorEvent, Event
+from reactchat.messages import ErrorEvent, Event, ImagePart
 from reactchat.models import ModelError
 
 log = logging.getLogger("reactchat.server")
@@ -179,6 +179,7 @@ class Turns:
         reply_to: str | None,
         output_schema: dict[str, Any] | None = None,
         budget: Budget | None = None,
+        images: Sequence[ImagePart] = (),
     ) -> TurnFeed:
         """Start a turn (its final answer typed by ``output_schema``, a JSON schema, if given,
         its spending held within ``budget`` instead of the agent's).
@@ -186,7 +187,13 @@ class Turns:
         anything is recorded, so the request can answer with a clear status."""
         feed = TurnFeed(session)
         run = agent.turn(
-            message, session, reply_to=reply_to, output_type=output_schema, on_delta=feed.delta, budget=budget
+            message,
+            session,
+            reply_to=reply_to,
+            output_type=output_schema,
+            on_delta=feed.delta,
+            budget=budget,
+            images=images,
         )
         # the whole turn runs in one task, its first event included: the request waits for that
         started: asyncio.Future[None] = asyncio.get_running_loop().create_future()

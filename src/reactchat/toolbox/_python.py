@@ -4,15 +4,20 @@ Each call is a fresh sandbox (``reactchat.toolbox._sandbox``): no network, the s
 read-only, the session's uploaded files (their original bytes) read-only under
 ``/data``, a fresh ``/out`` whose files become the session's artifacts
 (``GET /v1/sessions/{id}/artifacts/{name}``). The observation is what the code printed,
-the exception's last lines, what was cut and the files it made. Nothing survives from
-one call to the next: a call that needs a variable computes it again.
+the exception's last lines, what was cut and the files it made; the PNG, JPEG and WebP
+images among them go with it as images (``Observation``), so that a model that sees
+images sees the chart it drew. Nothing survives from one call to the next: a call that
+needs a variable computes it again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
+from reactchat.messages import ImagePart
+from reactchat.messages.images import ImageRejected, Observation, checked, media_type
 from reactchat.store._artifacts import MAX_ARTIFACT_BYTES, ArtifactStore, safe_name
 from reactchat.toolbox._sandbox import SandboxLimits
 from reactchat.toolbox._sandbox_run import SandboxRun, Stream, run_sandboxed
@@ -66,15 +71,28 @@ async def _uploads(ctx: RunContext, limit: int) -> dict[str, bytes]:
     return files
 
 
-async def _keep(ctx: RunContext, files: dict[str, bytes]) -> list[str]:
-    """Store the files as the session's artifacts; the names they were kept under."""
+def _images(files: dict[str, bytes]) -> dict[str, ImagePart]:
+    """The files that are images a model may be shown (the engine keeps those as artifacts)."""
+    images = {}
+    for name, data in files.items():
+        if media_type(data) is not None:
+            with contextlib.suppress(ImageRejected):  # too large, broken: kept as a plain file
+                images[name] = checked(safe_name(name), data)
+    return images
+
+
+async def _keep(ctx: RunContext, files: dict[str, bytes], images: dict[str, ImagePart]) -> list[str]:
+    """Store the files as the session's artifacts (the images are kept by the engine, with
+    the observation); the names they are kept under."""
     store = ctx.store
     if not isinstance(store, ArtifactStore):
         return []
     kept = []
     at = time.time()
     for name, data in files.items():
-        if len(data) <= MAX_ARTIFACT_BYTES:
+        if name in images:
+            kept.append(images[name].name)
+        elif len(data) <= MAX_ARTIFACT_BYTES:
             artifact = await store.put_artifact(ctx.session, safe_name(name), data, at)
             kept.append(artifact.name)
     return kept
@@ -84,7 +102,7 @@ def run_python_tool(limits: SandboxLimits | None = None) -> Tool:
     """A ``run_python`` tool whose sandboxes have ``limits`` (``SandboxLimits()`` by default)."""
     chosen = limits or SandboxLimits()
 
-    async def run_python(code: str, ctx: RunContext) -> str:
+    async def run_python(code: str, ctx: RunContext) -> Observation:
         """Run Python 3 code in a sandbox and see what it prints. Use it to compute, analyse
         data and draw charts. The sandbox has no network; the chat's uploaded files are
         under /data (read-only); files the code writes to /out (the working directory) are
@@ -95,7 +113,8 @@ def run_python_tool(limits: SandboxLimits | None = None) -> Tool:
             code: the whole program, as it would be in a .py file
         """
         run = await run_sandboxed(code, await _uploads(ctx, chosen.data_bytes), chosen)
-        return render(run, await _keep(ctx, run.files))
+        images = _images(run.files)
+        return Observation(render(run, await _keep(ctx, run.files, images)), tuple(images.values()))
 
     return Tool(run_python, timeout=chosen.wall_seconds + 30, max_chars=3 * SHOWN)
 

@@ -184,7 +184,8 @@ async def _collect(started: _Started, code: bytes, limits: SandboxLimits) -> San
         stdout, stderr, report = await readers
     finally:
         readers.cancel()  # when the call itself was cancelled: the sandbox is killed after this
-    status = await asyncio.to_thread(process.wait)
+    # ended (its pidfd said so): reaped at once, without a hop to a thread; killed just now: it may take a moment
+    status = process.wait() if stopped is None else await asyncio.to_thread(process.wait)
     run = SandboxRun(stdout, stderr, stopped)
     if stopped is None:
         whole = report.kept if report.total <= _report_cap(limits) else None

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, get_type_hint
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from reactchat.messages import PauseKind, ToolInput, ToolSpec
+from reactchat.messages.images import Observation
 from reactchat.tools.threads import ToolThreads, shared_threads
 
 if TYPE_CHECKING:
@@ -368,9 +369,11 @@ async def toolset_tools(toolsets: Iterable[Toolset], taken: set[str]) -> list[To
 
 
 def observation_text(value: Any) -> str:
-    """Render a tool's return value as observation text."""
+    """Render a tool's return value as observation text (an ``Observation``'s text)."""
     if isinstance(value, str):
         return value
+    if isinstance(value, Observation):
+        return value.text
     if isinstance(value, BaseModel):
         return value.model_dump_json()
     try:

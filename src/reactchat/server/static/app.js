@@ -280,6 +280,8 @@ async function load() {
 }
 
 let sending = false;
+// the names of the images uploaded for the next message
+const images = [];
 
 // POST a message and render its SSE events as they arrive. If the stream breaks before
 // its end (a worker died, the network dropped), follow the session from the last event
@@ -292,6 +294,8 @@ async function send(text) {
   setStatus(STATUS.running);
   const body = { message: text };
   if (replyTo) body.reply_to = replyTo;
+  // images uploaded since the last message go with this one (a reply to a question has none)
+  if (images.length && !replyTo) body.images = images.splice(0);
   setPending(null);
   const stream = { lastId: null, ended: false };
   try {
@@ -397,8 +401,13 @@ function upload(file) {
     if (kind === "file") {
       finished = true;
       bar.value = 100;
-      // the rounds left are on the file's chip, which counts down: the note stays true
-      note.textContent = `${data.file.name}: read, ${data.file.chunks} passages`;
+      if (data.file.image) {
+        images.push(data.file.name);
+        note.textContent = `${data.file.name}: goes with your next message`;
+      } else {
+        // the rounds left are on the file's chip, which counts down: the note stays true
+        note.textContent = `${data.file.name}: read, ${data.file.chunks} passages`;
+      }
       showFiles(data.files);
     }
   };
