@@ -531,11 +531,19 @@ class PostgresStore:
         return new_id
 
     async def origin(self, session_id: str) -> tuple[str, int] | None:
-        """The original and the fork point of a forked session; None for any other."""
+        """The original and the fork point of a forked session; None for any other. Asked once
+        for a session whose turn view this store keeps: a run that calls a tool asks it every
+        turn (``engine/forks.py``), and the view is checked at the start of every turn."""
+        view = self._views.peek(session_id)
+        if view is not None and view.origin is not None:
+            return view.origin or None
         async with self._db() as db:
             cursor = await db.execute("SELECT forked_from, forked_before FROM sessions WHERE id = %s", (session_id,))
             row = await cursor.fetchone()
-        return (row[0], row[1]) if row is not None and row[0] is not None else None
+        found = (row[0], row[1]) if row is not None and row[0] is not None else None
+        if view is not None and self._views.peek(session_id) is view:
+            view.origin = found or ()
+        return found
 
     # ------------------------------------------------------------------ events
 
