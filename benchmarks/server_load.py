@@ -67,23 +67,27 @@ HERE = Path(__file__).parent
 STEPS = 3
 DEFAULT_POSTGRES = "postgresql://postgres@127.0.0.1:55432/reactchat_test"
 #: the rows of ``--matrix``: label, store ("pg": a fresh schema, "sqlite": a fresh file), workers
+#: (two memory workers each keep their own sessions: a client's session stays on its worker)
 STORES = {
     "memory": ("memory", "memory:", 1),
+    "memory2": ("memory ×2", "memory:", 2),
     "sqlite": ("sqlite", "sqlite", 1),
+    "sqlite2": ("sqlite ×2", "sqlite", 2),
     "postgres1": ("postgres ×1", "pg", 1),
     "postgres2": ("postgres ×2", "pg", 2),
 }
 
 
 class StepModel:
-    """Two calculator steps, then a final answer; ``delay`` seconds per call."""
+    """``steps - 1`` calculator steps (two by default), then a final answer; ``delay`` seconds per call."""
 
     name = "bench"
     supports_tools = False
     context_tokens = None
 
-    def __init__(self, delay: float) -> None:
+    def __init__(self, delay: float, steps: int = STEPS) -> None:
         self.delay = delay
+        self.steps = steps
 
     async def complete(self, request: Any) -> Any:
         from reactchat.messages import Reply, TextPart
@@ -91,11 +95,11 @@ class StepModel:
         await asyncio.sleep(self.delay)
         scratchpad = request.messages[-1].text
         seen = re.findall(r"Observation: (.*?)\nThought:", scratchpad, re.S)
-        if len(seen) < STEPS - 1:
+        if len(seen) < self.steps - 1:
             expression = f"{len(seen) + 1} + {len(seen) + 1}"
             text = f' Step {len(seen) + 1}.\nAction: calculator\nAction Input: {{"expression": "{expression}"}}'
         else:
-            text = f" Done.\nFinal Answer: {seen[-1]}"
+            text = f" Done.\nFinal Answer: {seen[-1] if seen else 'nothing to add'}"
         return Reply(parts=[TextPart(text=text)])
 
 
@@ -106,12 +110,13 @@ def bench_app() -> Any:
     from reactchat.toolbox import calculator
 
     delay = float(os.environ["BENCH_LATENCY"])
+    steps = int(os.environ.get("BENCH_STEPS", STEPS))
     # one client opens every session at once: no per-client rate of new sessions (where the
     # code under test has one: a --before checkout may not)
     fields = {field.name for field in dataclasses.fields(ServerConfig)}
     unlimited = {"max_new_sessions": None} if "max_new_sessions" in fields else {}
     config = ServerConfig(model="bench", store=os.environ.get("REACTCHAT_DB", "memory:"), **unlimited)
-    app = create_app(lambda store: Agent(model=StepModel(delay), tools=[calculator], store=store), config=config)
+    app = create_app(lambda store: Agent(model=StepModel(delay, steps), tools=[calculator], store=store), config=config)
     with contextlib.suppress(ImportError):  # as reactchat serve does (a --before checkout may not)
         from reactchat.server._gc import settle_collector
 
@@ -329,7 +334,7 @@ async def late(lateness: list[list[float]]) -> None:
 
 
 def start_server(
-    db: str, latency: float, code: str | None = None, trace: str | None = None
+    db: str, latency: float, code: str | None = None, trace: str | None = None, steps: int = STEPS
 ) -> tuple[subprocess.Popen[bytes], int]:
     """One uvicorn process on a free loopback port, once it answers.
 
@@ -338,7 +343,7 @@ def start_server(
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
-    env = {**os.environ, "BENCH_LATENCY": str(latency), "REACTCHAT_DB": db}
+    env = {**os.environ, "BENCH_LATENCY": str(latency), "BENCH_STEPS": str(steps), "REACTCHAT_DB": db}
     if trace is not None:
         env["BENCH_TRACE"] = trace
     if code is not None:
@@ -398,7 +403,7 @@ def measure(args: argparse.Namespace, code: str | None = None) -> dict[str, Any]
     if trace is not None:
         trace.mkdir(parents=True, exist_ok=True)
     traces = [str(trace / f"server-{i}.jsonl") if trace else None for i in range(args.workers)]
-    servers = [start_server(db, args.latency, code, traces[i]) for i in range(args.workers)]
+    servers = [start_server(db, args.latency, code, traces[i], args.steps) for i in range(args.workers)]
     ports = [port for _, port in servers]
     pids = [server.pid for server, _ in servers]
     try:
@@ -428,18 +433,20 @@ def measure(args: argparse.Namespace, code: str | None = None) -> dict[str, Any]
         tails(trace, ports)
     latencies = [t.latency for t in turns]
     total = args.sessions * args.turns
-    ideal_turn = STEPS * args.latency
-    ideal_rate = args.sessions / ideal_turn
+    ideal_turn = args.steps * args.latency
+    # with a zero-latency model there is no ideal: the machine's CPU and the store set the pace
+    ideal_rate = args.sessions / ideal_turn if ideal_turn else None
     return {
         "sessions": args.sessions,
         "turns": total,
         "workers": args.workers,
         "store": args.db.split(":", 1)[0],
         "model_latency_s": args.latency,
+        "model_calls": args.steps,
         "wall_s": round(wall, 2),
         "turns_per_s": round(total / wall, 1),
-        "ideal_turns_per_s": round(ideal_rate, 1),
-        "efficiency": round(total / wall / ideal_rate, 3),
+        "ideal_turns_per_s": round(ideal_rate, 1) if ideal_rate else None,
+        "efficiency": round(total / wall / ideal_rate, 3) if ideal_rate else None,
         "turn_p50_ms": round(1000 * statistics.median(latencies), 1),
         "turn_p99_ms": round(1000 * percentile(latencies, 99), 1),
         "ideal_turn_ms": round(1000 * ideal_turn, 1),
@@ -536,10 +543,11 @@ def spread(lateness: list[float]) -> str:
 
 def report(r: dict[str, Any], db: str) -> None:
     """The numbers, for people."""
-    calls = f"{STEPS} model calls of {r['model_latency_s'] * 1000:.0f} ms"
+    calls = f"{r['model_calls']} model calls of {r['model_latency_s'] * 1000:.0f} ms"
     print(f"{r['sessions']} sessions × {r['turns'] // r['sessions']} turns over SSE, {calls}")
     print(f"store: {db}, {r['workers']} server process(es)")
-    print(f"throughput: {r['turns_per_s']} turns/s (ideal {r['ideal_turns_per_s']}, {r['efficiency']:.0%})")
+    ideal = f" (ideal {r['ideal_turns_per_s']}, {r['efficiency']:.0%})" if r["ideal_turns_per_s"] else ""
+    print(f"throughput: {r['turns_per_s']} turns/s{ideal}")
     print(f"turn latency: p50 {r['turn_p50_ms']} ms, p99 {r['turn_p99_ms']} ms (ideal {r['ideal_turn_ms']} ms)")
     print(f"first SSE event: p50 {r['first_event_p50_ms']} ms")
     growth, peak = r["server_rss_growth_kib_per_session"], r["server_rss_peak_kib_per_session"]
@@ -558,6 +566,7 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=100)
     parser.add_argument("--turns", type=int, default=5, help="turns per session, one after the other")
     parser.add_argument("--latency", type=float, default=0.05, help="seconds per model call")
+    parser.add_argument("--steps", type=int, default=STEPS, help="model calls per turn (all but the last call a tool)")
     parser.add_argument("--db", default="memory:", help="store URL: memory:, sqlite:///path.db, postgresql://...")
     parser.add_argument("--workers", type=int, default=1, help="server processes (share a SQLite or PostgreSQL db)")
     parser.add_argument("--idle", type=int, default=0, help="idle sessions put in the store before the run")
@@ -647,28 +656,32 @@ def fresh_database(db: str, tmp: str, postgres: str) -> Iterator[str]:
 
 
 def print_matrix(args: argparse.Namespace, rows: list[tuple[str, str, dict[str, Any]]]) -> None:
-    """The matrix as a markdown table: ratios of turns/s to SQLite's of the same code."""
-    sqlite = {code: r["turns_per_s"] for label, code, r in rows if label == "sqlite"}
+    """The matrix as a markdown table: ratios of turns/s to SQLite's of the same code, with one
+    worker ("vs SQLite") and with as many workers as the row ("vs SQLite, same workers")."""
+    sqlite = {(code, r["workers"]): r["turns_per_s"] for label, code, r in rows if label.startswith("sqlite")}
     first = rows[0][2]
+    ideal = f" (ideal {first['ideal_turns_per_s']} turns/s, {first['ideal_turn_ms']} ms a turn)" if args.latency else ""
     print(
-        f"{args.sessions} sessions × {args.turns} turns over SSE, {STEPS} model calls of "
-        f"{args.latency * 1000:.0f} ms (ideal {first['ideal_turns_per_s']} turns/s, {first['ideal_turn_ms']} ms a turn)"
+        f"{args.sessions} sessions × {args.turns} turns over SSE, {args.steps} model calls of "
+        f"{args.latency * 1000:.0f} ms{ideal}; load average {os.getloadavg()[0]:.1f} at the end"
     )
     before = {label: r["server_cpu_ms_per_turn"] for label, code, r in rows if code == "before"}
     rounds = f", median of {args.rounds} rounds" if args.rounds > 1 else ""
     print(f"each row on a fresh database{rounds}; CPU vs before: this row's server CPU per turn / before's")
     print(
-        "| store | code | turns/s | vs SQLite | p50 ms | p99 ms | p99/p50 | server CPU ms/turn | CPU vs before "
-        "| database CPU ms/turn | client CPU ms/turn | KiB/session (peak) | waiting for a core: server / client "
-        "| load avg |"
+        "| store | code | turns/s | vs SQLite | vs SQLite, same workers | p50 ms | p99 ms | p99/p50 "
+        "| server CPU ms/turn | CPU vs before | database CPU ms/turn | client CPU ms/turn | KiB/session (peak) "
+        "| waiting for a core: server / client | load avg |"
     )
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|")
     for label, code, r in rows:
         cpu = r["server_cpu_ms_per_turn"]
         versus = f"{cpu / before[label]:.2f}" if label in before else "–"
-        versus_sqlite = f"{r['turns_per_s'] / sqlite[code]:.2f}" if code in sqlite else "–"
+        one, same = sqlite.get((code, 1)), sqlite.get((code, r["workers"]))
+        versus_sqlite = f"{r['turns_per_s'] / one:.2f}" if one else "–"
+        versus_same = f"{r['turns_per_s'] / same:.2f}" if same else "–"
         print(
-            f"| {label} | {code} | {r['turns_per_s']} | {versus_sqlite} | {r['turn_p50_ms']} "
+            f"| {label} | {code} | {r['turns_per_s']} | {versus_sqlite} | {versus_same} | {r['turn_p50_ms']} "
             f"| {r['turn_p99_ms']} | {r['turn_p99_ms'] / r['turn_p50_ms']:.2f} | {cpu} | {versus} "
             f"| {r['db_cpu_ms_per_turn'] if label.startswith('postgres') else '–'} "
             f"| {r['client_cpu_ms_per_turn']} | {r['server_rss_peak_kib_per_session']} "

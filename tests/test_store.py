@@ -870,6 +870,9 @@ async def test_postgres_lock_batch_in_one_round_trip(postgres_url: str, monkeypa
 
     one, two = resolve_store(postgres_url), resolve_store(postgres_url)
 
+    def batch(store: object, *calls: tuple[str, bool, int | None]) -> object:
+        return store._lock_batch([module._LockCall(*call) for call in calls])  # type: ignore[attr-defined]
+
     def marks() -> dict[str, int]:
         with psycopg.connect(postgres_url, autocommit=True) as db:
             return dict(db.execute("SELECT session, backend FROM running_turns").fetchall())
@@ -879,24 +882,24 @@ async def test_postgres_lock_batch_in_one_round_trip(postgres_url: str, monkeypa
         await one.append(UserEvent(session=c, turn=1, text="in c"))
         assert await one.try_lock(a, "x", 60) and await one.try_lock(b, "x", 60)
         assert await two.try_lock(d, "y", 60)
-        got = await one._lock_batch([(a, False, None), (c, True, 0), (b, False, None), (d, True, 0), (e, True, None)])
-        assert got[0] == got[2] == got[4] == [] and got[3] is None
-        assert [(ev.seq, ev.text) for ev in got[1]] == [(1, "in c")]
+        got = await batch(one, (a, False, None), (c, True, 0), (b, False, None), (d, True, 0), (e, True, None))
+        assert [g.read for g in (got[0], got[2], got[4])] == [[], [], []] and got[3] is None
+        assert [(ev.seq, ev.text) for ev in got[1].read] == [(1, "in c")]
         assert await two.try_lock(a, "y", 60) and await two.try_lock(b, "y", 60)
         assert not await two.try_lock(c, "y", 60) and not await two.try_lock(e, "y", 60)
         held = marks()
         assert set(held) == {a, b, c, d, e} and held[a] == held[b] == held[d] != held[c] == held[e]
 
         # the same session both released and asked for: held once
-        assert await one._lock_batch([(c, False, None), (c, True, None)]) == [[], []]
-        await one._lock_batch([(c, False, None)])
+        assert [g.read for g in await batch(one, (c, False, None), (c, True, None))] == [[], []]
+        await batch(one, (c, False, None))
         assert await two.try_lock(c, "y", 60)
-        await two._lock_batch([(c, False, None), (a, False, None), (b, False, None)])
+        await batch(two, (c, False, None), (a, False, None), (b, False, None))
 
         # a statement fails: the releases done, nothing of the batch held or marked
         monkeypatch.setattr(module, "_READ", "SELECT 1, %s::int[] / 0, %s::text[]")
-        got = await one._lock_batch([(e, False, None), (a, True, 0), (b, True, 0), (c, True, None)])
-        assert got[0] == [] and all(isinstance(g, psycopg.errors.Error) for g in got[1:])
+        got = await batch(one, (e, False, None), (a, True, 0), (b, True, 0), (c, True, None))
+        assert got[0].read == [] and all(isinstance(g, psycopg.errors.Error) for g in got[1:])
         assert set(marks()) == {d}
         for session in (a, b, c, e):
             assert await two.try_lock(session, "y", 60)

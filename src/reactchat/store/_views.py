@@ -21,13 +21,16 @@ VIEW_EVENTS = 4096
 
 
 class View:
-    """A session's events as ``turn_events`` last saw them, with the stored JSON of the last one."""
+    """A session's events as ``turn_events`` last saw them, with the stored JSON of the last one,
+    and the session's ``origin`` once a store asked for it (None: not asked; ``()``: no fork):
+    a session's origin does not change, and a view the store still keeps is of the same session."""
 
-    __slots__ = ("body", "events")
+    __slots__ = ("body", "events", "origin")
 
-    def __init__(self, events: list[Event], body: str) -> None:
+    def __init__(self, events: list[Event], body: str, origin: tuple[str, int] | tuple[()] | None = None) -> None:
         self.events = events
         self.body = body
+        self.origin = origin
 
 
 def _for_a_turn(events: list[Event]) -> list[Event]:
@@ -68,8 +71,12 @@ class TurnViews:
         """A view ``take`` returned and the store found whole: kept again, as the newest and
         trimmed to what a turn reads; a copy of that for the caller."""
         events = _for_a_turn(view.events)
-        self.keep(session_id, View(events, view.body))
+        self.keep(session_id, View(events, view.body, view.origin))
         return list(events)
+
+    def peek(self, session_id: str) -> View | None:
+        """The session's view, if kept (it stays kept, no newer than it was)."""
+        return self._views.get(session_id)
 
     def keep(self, session_id: str, view: View) -> None:
         """Keep a session's view as the newest; the oldest go past ``limit`` events."""

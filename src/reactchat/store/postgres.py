@@ -48,7 +48,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from reactchat.messages import Event, stored_event, stored_json
 from reactchat.store import SessionNotFound, _facts
@@ -61,7 +61,7 @@ from reactchat.store._migrations import Schema, mark_interrupted
 from reactchat.store._views import TurnViews, View
 
 if TYPE_CHECKING:
-    from psycopg import AsyncConnection
+    from psycopg import AsyncConnection, AsyncCursor
 
 #: first key of every advisory lock this store takes ("rct" in ASCII), so that other
 #: users of advisory locks in the same database do not collide with session locks
@@ -242,11 +242,69 @@ _CLAIM = """WITH gone AS (DELETE FROM running_turns WHERE session = %s AND backe
 active AS (UPDATE sessions s SET active_at = greatest(s.active_at, gone.since) FROM gone WHERE s.id = gone.session)
 SELECT count(*) FROM gone"""
 
-#: a call of the lock batch: the session, take (else release), and after which event to read
-#: its events once taken (None: no read)
-_LockCall = tuple[str, bool, "int | None"]
-#: what a call of the lock batch gets: None for an attempt lost, else the events it asked for
-_Outcome = list[Event] | BaseException | None
+#: a batch of events (``_rows``) taken from the JSON array of rows, each written only where
+#: this backend's mark of the running turn is (the turn is this store's: ``m`` is the row a
+#: fencing condition reads) and its session still is (the session's row locked against a
+#: delete until the commit, so that the foreign key cannot fail after the locks are let go)
+_MARKED_ROWS = """SELECT r.session, COALESCE((SELECT MAX(e.seq) FROM events e WHERE e.session = r.session), 0) + r.rank,
+       r.turn, r.step, r.type, r.at, r.body::json
+FROM json_to_recordset(%(rows)s::json)
+    AS r(session text, rank int, turn int, step int, type text, at float8, body text, after int)
+JOIN running_turns m ON m.session = r.session AND m.backend = pg_backend_pid()
+JOIN sessions x ON x.id = r.session"""
+#: the commit of a lock batch that writes events waits for them to be durable as any append's
+#: does (the lock connection's own writes do not: see ``_lock_db``); until the batch's commit
+_DURABLE = "SELECT set_config('synchronous_commit', %s, true)"
+#: the first events of turns whose lock this batch took (after the lock's statement and the
+#: reads, so it sees every event committed before the lock), for each session only if nothing
+#: came after the event its caller last saw (``after``; NULL: no condition)
+_OPEN = f"""INSERT INTO events (session, seq, turn, step, type, at, body)
+{_MARKED_ROWS}
+WHERE r.after IS NULL OR NOT EXISTS (SELECT 1 FROM events e WHERE e.session = r.session AND e.seq > r.after)
+FOR KEY SHARE OF x
+RETURNING session, seq"""
+#: the last events of turns and their release in one statement: each session whose events were
+#: all written (``%(n)s`` of them) loses its mark, was active until now, and its lock is let go,
+#: in that order (the scalar subqueries first); one whose events were not written stays held
+_END = f"""WITH written AS (
+    INSERT INTO events (session, seq, turn, step, type, at, body)
+    {_MARKED_ROWS}
+    FOR KEY SHARE OF x
+    RETURNING session, seq
+), ended AS (
+    SELECT t.s FROM unnest(%(s)b::text[], %(n)b::int[]) AS t(s, n)
+    WHERE (SELECT count(*) FROM written w WHERE w.session = t.s) = t.n
+), unmarked AS (
+    DELETE FROM running_turns WHERE session IN (SELECT s FROM ended) AND backend = pg_backend_pid() RETURNING 1
+), active AS (
+    UPDATE sessions SET active_at = %(now)s WHERE id IN (SELECT s FROM ended) RETURNING 1
+)
+SELECT w.session, w.seq, (SELECT count(pg_advisory_unlock(hashtextextended(s, %(space)s))) FROM ended
+    WHERE (SELECT count(*) FROM unmarked) >= 0 AND (SELECT count(*) FROM active) >= 0)
+FROM written w"""
+
+
+class _LockCall(NamedTuple):
+    """A call of the lock batch. An attempt (``take``) reads the session's events after
+    ``since`` once the lock is taken (None: no read) and appends ``events`` if that read finds
+    nothing; a release appends ``events`` first and lets go only once they are written."""
+
+    session: str
+    take: bool
+    since: int | None = None
+    events: tuple[Event, ...] = ()
+
+
+class _Done(NamedTuple):
+    """What a call of the lock batch did (an attempt lost gets None instead): the events an
+    attempt read, and whether the call's ``events`` were written (a release's: and it let go)."""
+
+    read: list[Event]
+    wrote: bool
+
+
+#: what a call of the lock batch gets
+_Outcome = _Done | BaseException | None
 
 #: whether a batch of kept views is still whole: each session's events from the view's last one
 #: on (its seq given), and whether that one's stored JSON is still the view's (a session deleted
@@ -289,6 +347,8 @@ class PostgresStore:
         self._lock_conn: AsyncConnection[Any] | None = None
         self._lock_guard = asyncio.Lock()
         self._backend_start: Any = None  # of the lock connection's backend
+        #: ``synchronous_commit`` as the URL, role and database set it, for commits that write events
+        self._commit = "on"
         self._migrated = False
         #: session → owner, for the advisory locks held on the lock connection
         self._held: dict[str, str] = {}
@@ -308,7 +368,7 @@ class PostgresStore:
         self._turn_reads: Batcher[str, tuple[list[Event], str]] = Batcher(self._turn_read_batch, concurrency=2)
         self._checks: Batcher[tuple[str, int, str], bool] = Batcher(self._check_batch, concurrency=2)
         self._creations: Batcher[str, None] = Batcher(self._create_batch)
-        self._lock_calls: Batcher[_LockCall, list[Event] | None] = Batcher(self._lock_batch)
+        self._lock_calls: Batcher[_LockCall, _Done | None] = Batcher(self._lock_batch)
 
     # ------------------------------------------------------------------ connections
 
@@ -354,14 +414,17 @@ class PostgresStore:
                 self._lock_conn = await self._connect()
                 # its writes are the marks of running turns and the sessions' last activity:
                 # losing the last ones in a crash of the server costs nothing that matters
-                await self._lock_conn.execute("SET synchronous_commit TO off")
+                # (the commits that write events wait as the URL's setting says: ``_DURABLE``);
                 # when its backend started, for the marks: read once (pg_stat_activity reads
                 # the status of every backend)
                 cursor = await self._lock_conn.execute(
-                    "SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()"
+                    "SELECT (SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()),"
+                    " current_setting('synchronous_commit')"
                 )
                 row = await cursor.fetchone()
-                self._backend_start = row[0] if row is not None else None
+                assert row is not None  # a SELECT without FROM has its row
+                self._backend_start, self._commit = row
+                await self._lock_conn.execute("SET synchronous_commit TO off")
             return self._lock_conn
 
     def _own(self) -> list[AsyncConnection[Any]]:
@@ -468,11 +531,19 @@ class PostgresStore:
         return new_id
 
     async def origin(self, session_id: str) -> tuple[str, int] | None:
-        """The original and the fork point of a forked session; None for any other."""
+        """The original and the fork point of a forked session; None for any other. Asked once
+        for a session whose turn view this store keeps: a run that calls a tool asks it every
+        turn (``engine/forks.py``), and the view is checked at the start of every turn."""
+        view = self._views.peek(session_id)
+        if view is not None and view.origin is not None:
+            return view.origin or None
         async with self._db() as db:
             cursor = await db.execute("SELECT forked_from, forked_before FROM sessions WHERE id = %s", (session_id,))
             row = await cursor.fetchone()
-        return (row[0], row[1]) if row is not None and row[0] is not None else None
+        found = (row[0], row[1]) if row is not None and row[0] is not None else None
+        if view is not None and self._views.peek(session_id) is view:
+            view.origin = found or ()
+        return found
 
     # ------------------------------------------------------------------ events
 
@@ -576,18 +647,27 @@ class PostgresStore:
         async with self._db() as db:
             cursor = await db.execute(_APPEND, (rows,))
             written = await cursor.fetchall()
+        self._placed(events, bodies, written)
+
+    def _placed(self, events: list[Event], bodies: list[str], written: list[Any]) -> set[str]:
+        """After a statement wrote ``events`` (``bodies``: their stored JSON) and returned the
+        ``(session, seq)`` of its rows: each written event gets its seq and joins its session's
+        view; the sessions written (a statement that writes only where a condition holds may
+        leave some out, all their events or none)."""
         # each session's new seqs, in ascending order, belong to its events in batch order
         seqs: dict[str, list[int]] = {}
-        for session, seq in sorted(written, key=lambda row: (row[0], row[1]), reverse=True):
+        for session, seq, *_ in sorted(written, key=lambda row: (row[0], row[1]), reverse=True):
             seqs.setdefault(session, []).append(seq)
-        for e in events:
+        kept = [(e, body) for e, body in zip(events, bodies, strict=True) if e.session in seqs]
+        for e, _ in kept:
             e.seq = seqs[e.session].pop()
         # each session's events of the batch, in order, join its view
         start = 0
-        for i in range(1, len(events) + 1):
-            if i == len(events) or events[i].session != events[start].session:
-                self._views.extend(events[start:i], bodies[i - 1])
+        for i in range(1, len(kept) + 1):
+            if i == len(kept) or kept[i][0].session != kept[start][0].session:
+                self._views.extend([e for e, _ in kept[start:i]], kept[i - 1][1])
                 start = i
+        return set(seqs)
 
     # ------------------------------------------------------------------ reflections
 
@@ -690,41 +770,62 @@ class PostgresStore:
 
     async def try_lock(self, session_id: str, owner: str, ttl: float) -> bool:
         """Take the session's turn lock unless someone else holds it (``ttl`` unused: see the module doc)."""
-        return await self._take(session_id, owner, None) is not None
+        return await self._take(_LockCall(session_id, True), owner) is not None
 
     async def try_lock_read(
         self, session_id: str, owner: str, ttl: float, since: int | None, then: tuple[Event, ...] = ()
     ) -> list[Event] | None:
         """``try_lock``, then the session's events after the first ``since`` (none when None), read
-        once the lock is taken, in the same batch on the lock connection; None when someone else
-        holds the lock. ``SessionNotFound`` (``since`` 0 only, as ``events``) gives the lock back
-        first. If the read finds nothing, ``then`` is appended (after the lock, not in its
-        transaction); if that fails the lock is given back and the error raised."""
-        events = await self._take(session_id, owner, since)
-        if events is None or events or not then:
-            return events
+        once the lock is taken; None when someone else holds the lock. If the read finds nothing,
+        ``then`` is appended, durable, in the lock's transaction: the lock, the read and the append
+        are one round trip (``_lock_batch``). ``SessionNotFound`` (``since`` 0 only, as ``events``)
+        gives the lock back first. Should ``then`` not have gone in with the lock (its session went,
+        or another writer came between the read and the append) it is appended on its own after
+        it; if that fails the lock is given back and the error raised."""
+        done = await self._take(_LockCall(session_id, True, since, then), owner)
+        if done is None or done.read or not then or done.wrote:
+            return None if done is None else done.read
         try:
             await self.append(*then)
         except BaseException:
             await self.unlock(session_id, owner)
             raise
-        return events
+        return done.read
 
     async def append_unlock(self, owner: str, *events: Event) -> None:
-        """``append``, then ``unlock`` of their session for ``owner`` (two round trips: the
-        lock lives on its own connection); if the append fails, the lock is kept."""
-        await self.append(*events)
-        await self.unlock(events[0].session, owner)
-
-    async def _take(self, session_id: str, owner: str, since: int | None) -> list[Event] | None:
+        """``append``, then ``unlock`` of their session for ``owner``: one statement on the lock
+        connection, one round trip, one transaction (``_END``). If the append fails, the lock is
+        kept. Events of a session ``owner`` does not hold are only appended."""
+        session = events[0].session
         self._same_loop()
+        if self._held.get(session) != owner:
+            await self.append(*events)
+            return
+        request = asyncio.ensure_future(self._lock_calls.submit(_LockCall(session, False, None, events)))
+        try:
+            done = await asyncio.shield(request)
+        except BaseException:
+            # the statement may still end the turn: its lock is then no longer held
+            request.add_done_callback(lambda ended: self._ended(session, owner, ended))
+            raise
+        if done is not None and done.wrote:
+            self._forget(session, owner)
+            return
+        # not written, the lock still held: no mark of this store's (or no such session); as
+        # before the statement that does both, the append alone (``SessionNotFound``), then the release
+        await self.append(*events)
+        await self.unlock(session, owner)
+
+    async def _take(self, call: _LockCall, owner: str) -> _Done | None:
+        self._same_loop()
+        session_id = call.session
         holder = self._held.get(session_id) or self._claims.get(session_id)
         if holder is not None:  # re-entrant for its holder (the lock is not this call's to give back)
             if holder != owner:
                 return None
-            return [] if since is None else await self.events(session_id, since)
+            return _Done([] if call.since is None else await self.events(session_id, call.since), False)
         self._claims[session_id] = owner  # claimed in this process before the database is asked
-        request = asyncio.ensure_future(self._lock_calls.submit((session_id, True, since)))
+        request = asyncio.ensure_future(self._lock_calls.submit(call))
         try:
             got = await asyncio.shield(request)
         except BaseException:
@@ -742,7 +843,17 @@ class PostgresStore:
         if self._held.get(session_id) != owner:
             return
         del self._held[session_id]
-        await self._lock_calls.submit((session_id, False, None))
+        await self._lock_calls.submit(_LockCall(session_id, False))
+
+    def _forget(self, session: str, owner: str) -> None:
+        """The lock of ``session`` was let go in the database: no longer ``owner``'s here."""
+        if self._held.get(session) == owner:
+            del self._held[session]
+
+    def _ended(self, session: str, owner: str, request: asyncio.Future[_Done | None]) -> None:
+        """An ``append_unlock`` whose caller stopped waiting: if it let go, so be it here too."""
+        if not request.cancelled() and request.exception() is None and (done := request.result()) and done.wrote:
+            self._forget(session, owner)
 
     async def abandoned(self) -> list[str]:
         """Sessions whose running turn's worker died: its mark names a backend that has ended.
@@ -794,60 +905,92 @@ class PostgresStore:
             )
             return [session for (session,) in await cursor.fetchall() if session in self._held]
 
-    def _give_back(self, session_id: str, request: asyncio.Future[list[Event] | None]) -> None:
+    def _give_back(self, session_id: str, request: asyncio.Future[_Done | None]) -> None:
         if not request.cancelled() and request.exception() is None and request.result() is not None:
-            chore = asyncio.ensure_future(self._lock_calls.submit((session_id, False, None)))
+            chore = asyncio.ensure_future(self._lock_calls.submit(_LockCall(session_id, False)))
             self._chores.add(chore)
             chore.add_done_callback(self._chores.discard)
 
     async def _lock_batch(self, calls: list[_LockCall]) -> list[_Outcome]:
-        """Releases (their marks, then their locks, in one statement), then attempts, then the
-        reads of the attempts that asked for one, on the lock connection, in one round trip
-        (a pipeline: one transaction, each statement seeing what the ones before it did).
+        """Every call of a batch on the lock connection in one round trip: a pipeline, one
+        transaction, each statement seeing what the ones before it did, in this order: the
+        releases without events (their marks, then their locks, in one statement); the
+        attempts; the reads of the attempts that asked for one; the events of the attempts
+        that won and whose read found nothing (``_OPEN``); the releases with events (``_END``,
+        last: should a statement fail before it or in it, their events are not written and
+        their locks are still held). A batch that writes events commits durably (``_DURABLE``).
 
         Advisory locks are re-entrant per connection, so a release and a new attempt on
-        the same session in one batch leave it held once whatever their order. An attempt
-        gets None when lost, else the events it asked for (``[]`` when it asked for none).
-        The reads go with the attempts, before it is known which won: a lost one's is dropped.
-        If a statement fails, the batch's sessions are left unlocked and unmarked (the
-        releases are done) and its attempts get the error (``_reset``).
+        the same session in one batch leave it held once. An attempt gets None when lost.
+        The reads and the attempts' events go with the attempts, before it is known which won:
+        a lost one's read is dropped, and its events are not written (they need this backend's
+        mark of the turn). If a statement fails, the sessions of the releases and attempts are
+        left unlocked and unmarked (the releases are done) and the attempts get the error
+        (``_reset``); the releases with events are tried once more in a batch of their own.
         """
         db = await self._lock_db()
-        releases = [session for session, take, _ in calls if not take]
-        attempts = [session for session, take, _ in calls if take]
-        reads = [i for i, (_, take, since) in enumerate(calls) if take and since is not None]
-        asks = [(calls[i][0], calls[i][2] or 0) for i in reads]
+        batch = _LockBatch(calls)
         try:
-            async with db.pipeline():
-                if releases:
-                    await db.execute(_RELEASE, {"s": releases, "now": time.time(), "space": LOCK_SPACE})
-                if attempts:
-                    locked = await db.execute(_LOCK, (LOCK_SPACE, attempts, self._backend_start, time.time()))
-                if asks:
-                    # a statement of its own, after the lock's: it sees every append committed
-                    # before the lock was taken
-                    read = await db.execute(*_read_query(asks))
-            won = [bool(row[0]) for row in await locked.fetchall()] if attempts else []
-            rows = await read.fetchall() if asks else []
+            cursors = await self._send(db, batch)
+            won, read, opened, ended = [await c.fetchall() if c is not None else [] for c in cursors]
         except Exception as exc:
-            await self._reset(db, [session for session, _, _ in calls])
-            return [exc if take else [] for _, take, _ in calls]
-        results = iter(won)
-        outcomes: list[_Outcome] = [([] if next(results) else None) if take else [] for _, take, _ in calls]
-        if asks:
-            try:
-                found: list[list[Event] | BaseException] = _found(rows, asks)
-            except Exception as exc:  # the locks were taken: they go back, and those attempts fail
-                found = [exc] * len(asks)
-            gone = []
-            for i, got in zip(reads, found, strict=True):
-                if outcomes[i] is not None:
-                    outcomes[i] = got
-                    if isinstance(got, BaseException):
-                        gone.append(calls[i][0])
-            if gone:  # locked, but no such session (or the read failed): the lock goes back at once
-                await db.execute(_RELEASE, {"s": gone, "now": time.time(), "space": LOCK_SPACE})
+            ending = [c for c in calls if c.events and not c.take]
+            await self._reset(db, [c.session for c in calls if c.take or not c.events])
+            retried = await self._lock_batch(ending) if ending and len(ending) < len(calls) else [exc] * len(ending)
+            again = iter(retried)
+            return [exc if c.take else next(again) if c.events else _Done([], False) for c in calls]
+        wins = iter(won)
+        outcomes: list[_Outcome] = [
+            (_Done([], False) if next(wins)[0] else None) if c.take else _Done([], False) for c in calls
+        ]
+        gone = self._read_under_lock(batch, outcomes, read)
+        wrote = self._placed(*batch.opening, opened) | self._placed(*batch.ending, ended)
+        for i, call in enumerate(calls):
+            done = outcomes[i]
+            if call.events and isinstance(done, _Done) and call.session in wrote:
+                outcomes[i] = done._replace(wrote=True)
+        if gone:  # locked, but no such session (or the read failed): the lock goes back at once
+            await db.execute(_RELEASE, {"s": gone, "now": time.time(), "space": LOCK_SPACE})
         return outcomes
+
+    async def _send(self, db: AsyncConnection[Any], batch: _LockBatch) -> list[AsyncCursor[Any] | None]:
+        """A lock batch's statements, in one pipeline (``_lock_batch``); the cursors of the
+        attempts, the reads, the attempts' events and the releases' events (None: not sent)."""
+        cursors: list[AsyncCursor[Any] | None] = [None] * 4
+        async with db.pipeline():
+            if batch.opening[0] or batch.ending[0]:
+                await db.execute(_DURABLE, (self._commit,))
+            if batch.releases:
+                await db.execute(_RELEASE, {"s": batch.releases, "now": time.time(), "space": LOCK_SPACE})
+            if batch.attempts:
+                cursors[0] = await db.execute(_LOCK, (LOCK_SPACE, batch.attempts, self._backend_start, time.time()))
+            if batch.asks:
+                # a statement of its own, after the lock's: it sees every append committed
+                # before the lock was taken
+                cursors[1] = await db.execute(*_read_query(batch.asks))
+            if batch.opening[0]:
+                cursors[2] = await db.execute(_OPEN, {"rows": batch.opening_rows})
+            if batch.ending[0]:
+                ending = {"rows": batch.ending_rows, "s": list(batch.counts), "n": list(batch.counts.values())}
+                cursors[3] = await db.execute(_END, {**ending, "now": time.time(), "space": LOCK_SPACE})
+        return cursors
+
+    def _read_under_lock(self, batch: _LockBatch, outcomes: list[_Outcome], rows: list[Any]) -> list[str]:
+        """The reads of a lock batch given to the attempts that won (in ``outcomes``); the
+        sessions locked whose read failed (``SessionNotFound``, or rows that cannot be read)."""
+        if not batch.asks:
+            return []
+        try:
+            found: list[list[Event] | BaseException] = _found(rows, batch.asks)
+        except Exception as exc:  # the locks were taken: they go back, and those attempts fail
+            found = [exc] * len(batch.asks)
+        gone = []
+        for i, got in zip(batch.reads, found, strict=True):
+            if outcomes[i] is not None:
+                outcomes[i] = got if isinstance(got, BaseException) else _Done(got, False)
+                if isinstance(got, BaseException):
+                    gone.append(batch.calls[i].session)
+        return gone
 
     async def _reset(self, db: AsyncConnection[Any], sessions: list[str]) -> None:
         """After a lock batch failed: none of its sessions locked on ``db`` any more, nor marked
@@ -862,18 +1005,44 @@ class PostgresStore:
                 return
 
 
-def _rows(events: list[Event]) -> tuple[str, list[str]]:
-    """A batch of events as ``_APPEND``'s JSON array (each with its rank among its session's),
-    and each event's stored JSON."""
+class _LockBatch:
+    """The parts of a lock batch (``PostgresStore._lock_batch``), each in the order of its calls."""
+
+    def __init__(self, calls: list[_LockCall]) -> None:
+        self.calls = calls
+        #: the sessions released without events, and those asked for
+        self.releases = [c.session for c in calls if not c.take and not c.events]
+        self.attempts = [c.session for c in calls if c.take]
+        #: the places of the attempts that read, and what each reads: ``(session, since)``
+        self.reads = [i for i, c in enumerate(calls) if c.take and c.since is not None]
+        self.asks = [(calls[i].session, calls[i].since or 0) for i in self.reads]
+        #: the attempts' events, then the releases': each the events and their stored JSON
+        opening = [e for c in calls if c.take for e in c.events]
+        ending = [e for c in calls if not c.take for e in c.events]
+        self.opening_rows, opening_bodies = _rows(opening, {c.session: c.since for c in calls if c.take})
+        self.ending_rows, ending_bodies = _rows(ending)
+        self.opening = (opening, opening_bodies)
+        self.ending = (ending, ending_bodies)
+        #: each released session's count of events, which ``_END`` writes all or none of
+        self.counts: dict[str, int] = {}
+        for e in ending:
+            self.counts[e.session] = self.counts.get(e.session, 0) + 1
+
+
+def _rows(events: list[Event], after: dict[str, int | None] | None = None) -> tuple[str, list[str]]:
+    """A batch of events as ``_APPEND``'s JSON array (each with its rank among its session's,
+    and with ``after``, the event its session's read started after, for ``_OPEN``), and each
+    event's stored JSON."""
     ranks: dict[str, int] = {}
     rows = []
     bodies = []
     for e in events:
         ranks[e.session] = rank = ranks.get(e.session, 0) + 1
         bodies.append(body := stored_json(e))
+        since = "" if after is None else f',"after":{json.dumps(after[e.session])}'
         rows.append(
             f'{{"session":{json.dumps(e.session)},"rank":{rank},"turn":{e.turn},"step":{e.step},'
-            f'"type":{json.dumps(e.type)},"at":{e.at!r},"body":{json.dumps(body)}}}'
+            f'"type":{json.dumps(e.type)},"at":{e.at!r},"body":{json.dumps(body)}{since}}}'
         )
     return f"[{','.join(rows)}]", bodies
 
