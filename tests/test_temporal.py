@@ -35,11 +35,24 @@ pytestmark = pytest.mark.skipif(
 )
 
 TEAM = """
-import os
-from agents_team import deep_team
+import asyncio, os
+from reactchat import Agent, RunContext, tool
+from agents_team import ReactScript, deep_team
 
 def agent(store):
     return deep_team(store, os.environ["EFFECTS"], delay=float(os.environ.get("DELAY", "0")))
+
+@tool(effect="read")
+async def look(n: int, ctx: RunContext) -> str:
+    \"\"\"Look something up (no side effect: may run again).\"\"\"
+    with open(os.environ["EFFECTS"], "a", encoding="utf-8") as out:
+        out.write(f"{ctx.call_id} {n} {os.getpid()}\\n")
+    await asyncio.sleep(float(os.environ.get("DELAY", "0")))
+    return f"looked {n}"
+
+def reader(store):
+    script = ReactScript(lambda task: [("look", {"n": 5})], lambda task, seen: f"read: {seen[0]}")
+    return Agent(model=script, tools=[look], store=store, name="reader")
 """
 
 
@@ -87,10 +100,10 @@ class Workers:
                     "DELAY": str(delay), "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}:{tmp_path}"}  # fmt: skip
         self.processes: list[subprocess.Popen[bytes]] = []
 
-    def start(self) -> subprocess.Popen[bytes]:
-        """One more worker."""
+    def start(self, agent: str = "team:agent") -> subprocess.Popen[bytes]:
+        """One more worker, running ``agent`` (``reactchat worker --agent``)."""
         command = [sys.executable, "-m", "reactchat.cli", "worker", "--temporal", self.address,
-                   "--task-queue", self.queue, "--db", self.db, "--agent", "team:agent"]  # fmt: skip
+                   "--task-queue", self.queue, "--db", self.db, "--agent", agent]  # fmt: skip
         with (self.tmp_path / f"worker-{len(self.processes)}.log").open("w") as log:
             process = subprocess.Popen(command, env=self.env, cwd=self.tmp_path, stdout=log, stderr=subprocess.STDOUT)
         self.processes.append(process)
@@ -142,7 +155,7 @@ async def test_a_depth_2_question_is_answered_on_another_worker(workers: Workers
     assert [e.agent for e in state if e.type == "question"] == ["boss/researcher/fetcher"]  # the record is the store
 
 
-@pytest.mark.parametrize("workers", [3.0], indirect=True)
+@pytest.mark.parametrize("workers", [1.5], indirect=True)
 async def test_a_worker_killed_mid_tool_is_replaced_and_the_unsafe_call_is_not_run_again(workers: Workers) -> None:
     first = workers.start()
     turns = await _turns(workers)
@@ -157,6 +170,26 @@ async def test_a_worker_killed_mid_tool_is_replaced_and_the_unsafe_call_is_not_r
     done = await turns.send("s2", "skip")
     assert done.status == "done", done
     assert len(workers.bumps()) == 1
+
+
+@pytest.mark.parametrize("workers", [1.5], indirect=True)
+async def test_a_worker_killed_mid_read_tool_is_replaced_and_the_read_call_runs_again(workers: Workers) -> None:
+    workers.start("team:reader")
+    workers.start("team:reader")
+    turns = await _turns(workers)
+    sent = asyncio.create_task(turns.send("s4", "What is there?"))
+    await _wait_for(lambda: workers.bumps())  # the look has started on one of the two workers
+    (running,) = {line.split()[-1] for line in workers.bumps()}
+    killed = next(p for p in workers.processes if str(p.pid) == running)
+    killed.send_signal(signal.SIGKILL)
+    done = await asyncio.wait_for(sent, 90)
+    assert (done.status, done.answer) == ("done", "read: looked 5"), done  # a read call is run again
+    runs = workers.bumps()
+    assert len(runs) == 2 and runs[1].split()[-1] != running, runs
+    store = resolve_store(workers.db)
+    observations = [e for e in await store.events("s4") if e.type == "observation"]
+    await store.close()
+    assert [(o.text, o.interrupted) for o in observations] == [("looked 5", False)]
 
 
 @pytest.mark.parametrize("workers", [2.0], indirect=True)
