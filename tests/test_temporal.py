@@ -254,8 +254,9 @@ class Served:
             self.process.wait()
 
 
-@pytest.fixture
-async def served(workers: Workers) -> AsyncIterator[tuple[Served, httpx.AsyncClient]]:
+@contextlib.asynccontextmanager
+async def serving(workers: Workers) -> AsyncIterator[tuple[Served, httpx.AsyncClient]]:
+    """``reactchat serve --temporal`` over the workers' store, once it answers, and a client."""
     server = Served(workers)
     async with httpx.AsyncClient(timeout=90) as client:
         try:
@@ -272,10 +273,15 @@ async def _post(client: httpx.AsyncClient, url: str, body: dict[str, object]) ->
 
 
 async def test_serve_temporal_runs_each_turn_on_a_worker_and_reads_it_from_the_store(
-    workers: Workers, served: tuple[Served, httpx.AsyncClient]
+    workers: Workers, durable_url: str
 ) -> None:
+    workers.db = durable_url  # one SQLite file on one host, or PostgreSQL for several
     workers.start()
-    server, client = served
+    async with serving(workers) as (server, client):
+        await _ask_and_answer_over_http(workers, server, client)
+
+
+async def _ask_and_answer_over_http(workers: Workers, server: Served, client: httpx.AsyncClient) -> None:
     session = (await client.post(f"{server.url}/v1/sessions", json={})).json()["session"]
     messages = f"{server.url}/v1/sessions/{session}/messages"
     asked = await _post(client, messages, {"message": "How far is Paris?"})
@@ -310,11 +316,13 @@ async def test_serve_temporal_runs_each_turn_on_a_worker_and_reads_it_from_the_s
 
 
 @pytest.mark.parametrize("workers", [2.0], indirect=True)
-async def test_serve_temporal_refuses_a_second_message_and_cancels_through_the_workflow(
-    workers: Workers, served: tuple[Served, httpx.AsyncClient]
-) -> None:
+async def test_serve_temporal_refuses_a_second_message_and_cancels_through_the_workflow(workers: Workers) -> None:
     workers.start()
-    server, client = served
+    async with serving(workers) as (server, client):
+        await _refuse_and_cancel_over_http(workers, server, client)
+
+
+async def _refuse_and_cancel_over_http(workers: Workers, server: Served, client: httpx.AsyncClient) -> None:
     session = (await client.post(f"{server.url}/v1/sessions", json={})).json()["session"]
     messages = f"{server.url}/v1/sessions/{session}/messages"
     running = asyncio.create_task(client.post(messages, json={"message": "How far is Paris?", "stream": False}))
