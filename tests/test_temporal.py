@@ -345,3 +345,14 @@ async def _wait_until_delegated(store: Store, session: str) -> None:
     while not any(e.type == "action" for e in await _events(store, session)):  # the boss has delegated
         assert time.monotonic() < deadline, "the turn never started"
         await asyncio.sleep(0.1)
+
+
+async def test_serve_temporal_answers_503_while_temporal_is_out_of_reach(tmp_path: Path) -> None:
+    nobody = Workers(tmp_path, f"127.0.0.1:{free_port()}", "q-unreachable")  # nothing listens there
+    async with serving(nobody) as (server, client):
+        session = (await client.post(f"{server.url}/v1/sessions", json={})).json()["session"]
+        response = await client.post(f"{server.url}/v1/sessions/{session}/messages", json={"message": "Hello"})
+        assert response.status_code == 503, response.text
+        assert "Temporal at 127.0.0.1" in response.json()["error"]["message"]
+        view = (await client.get(f"{server.url}/v1/sessions/{session}")).json()
+        assert view["turns"] == []  # nothing was recorded: the message can be sent again

@@ -4,9 +4,10 @@
 call, tool call and event is exactly what ``reactchat serve`` does; each event is
 appended to the store by the engine before it is yielded, once. A retried stretch (its
 worker died: no heartbeat) first finds out whether its message was already taken, by
-the log position ``reactchat.mark`` read before it: if events follow it, the message is
-in the log and the retry finishes the interrupted turn (``Agent.resume``) instead of
-sending the message again.
+the log position read before it (``reactchat.mark``, or the server's): if events follow
+it, the message is in the log and the retry finishes the interrupted turn
+(``Agent.resume``) instead of sending the message again. A first attempt never looks:
+another message may have run a whole turn since that position was read.
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ class Activities:
         """Run the turn from ``stretch.text`` to its next pause or its end."""
         beat = asyncio.create_task(_heartbeats(activity.info().heartbeat_timeout))
         try:
-            taken = bool(await self.agent.store.events(stretch.session, since=stretch.after))
-            if not taken:
+            # a first attempt runs its message; a retry first looks whether the message was taken
+            retried = activity.info().attempt > 1
+            if not retried or not await self.agent.store.events(stretch.session, since=stretch.after):
                 return await self.first(stretch)
             try:  # a retry after the message was taken: finish what the dead worker left
                 return ended(await self.agent.resume(stretch.session))

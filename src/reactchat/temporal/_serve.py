@@ -16,7 +16,6 @@ import logging
 from dataclasses import asdict
 from typing import Any
 
-from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from reactchat.agent import Agent
@@ -49,12 +48,15 @@ class HandedTurns(Turns):
         self._connecting: asyncio.Lock | None = None
 
     async def client(self) -> TemporalTurns:
-        """The Temporal client, connected on first use."""
+        """The Temporal client, connected on first use (``ConnectionError``: a 503)."""
         if self._client is None:
             self._connecting = self._connecting or asyncio.Lock()
             async with self._connecting:
                 if self._client is None:
-                    self._client = await TemporalTurns.connect(self.address, self.task_queue, self.heartbeat)
+                    try:
+                        self._client = await TemporalTurns.connect(self.address, self.task_queue, self.heartbeat)
+                    except RuntimeError as exc:  # what the SDK raises when it cannot connect
+                        raise ConnectionError(f"Temporal at {self.address}: {exc}") from None
         return self._client
 
     async def start(
@@ -173,13 +175,16 @@ async def _follow(
 
 def _failure(session: str, reply_to: str | None, sent: asyncio.Task[Ended]) -> BaseException | None:
     """Why the handed message did not end its stretch as a turn does, if it did not: refused,
-    failed on the worker, or its workflow cancelled (the store holds the cancelled turn)."""
+    failed on the worker, or Temporal out of reach. A cancelled stretch is no failure: the
+    store holds the turn, recorded as cancelled."""
     try:
         ended = sent.result()
-    except (WorkflowFailureError, WorkflowUpdateFailedError, RPCError):
-        return None  # cancelled: the engine recorded the turn as cancelled
     except SessionBusy as busy:
         return busy
+    except RPCError as exc:
+        return ConnectionError(f"Temporal: {exc}")
+    except Exception as exc:
+        return TurnFailed(session, f"{type(exc).__name__}: {exc}")
     if ended.status == "refused":
         if ended.error == "AlreadyAnswered":
             return AlreadyAnswered(session, reply_to or "")
