@@ -281,6 +281,7 @@ def _serve(args: argparse.Namespace) -> int:
     from reactchat.cli.tool_refs import configured_tools
 
     serve(
+        turns=_handed_turns(args) if args.temporal else None,
         host=args.host,
         port=args.port,
         db=store_url(args.db),
@@ -292,6 +293,18 @@ def _serve(args: argparse.Namespace) -> int:
         retention_days=args.retention_days,
     )
     return 0
+
+
+def _handed_turns(args: argparse.Namespace) -> Any:
+    """The turns of ``serve --temporal``: handed to ``reactchat worker`` processes."""
+    try:
+        # the temporal extra is optional: imported only by the verb that needs it
+        from reactchat.temporal import HandedTurns
+    except ImportError as exc:
+        raise SystemExit(
+            f"reactchat serve --temporal needs the temporal extra: pip install 'reactchat[temporal]' ({exc})"
+        ) from None
+    return HandedTurns(args.temporal, args.task_queue)
 
 
 async def _sessions(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -453,6 +466,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="DAYS",
         help="delete sessions idle for more than DAYS, at start-up and hourly (env REACTCHAT_RETENTION_DAYS)",
     )
+    serve.add_argument(
+        "--temporal",
+        default=os.environ.get("REACTCHAT_TEMPORAL") or None,
+        metavar="HOST:PORT",
+        help="hand each turn to the reactchat worker processes of this Temporal frontend (env REACTCHAT_TEMPORAL)",
+    )
+    serve.add_argument("--task-queue", default="reactchat", help="the workers' Temporal task queue (default reactchat)")
     worker.add_parser(commands, common)
     return top
 

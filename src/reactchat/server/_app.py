@@ -116,14 +116,18 @@ class BudgetIn(Body):
 
 
 def create_app(
-    agent: Agent | AgentFactory | ServerConfig | None = None, *, config: ServerConfig | None = None
+    agent: Agent | AgentFactory | ServerConfig | None = None,
+    *,
+    config: ServerConfig | None = None,
+    turns: Turns | None = None,
 ) -> FastAPI:
     """The reactchat HTTP app.
 
     ``agent`` is an ``Agent`` (its store is used), a factory ``store -> Agent`` (given the
     store of ``config.store``), or a ``ServerConfig`` from which the default agent is
     built: ``config.model``, the built-in tools and, when ``reactchat.knowledge`` is
-    installed, the uploaded-files tools.
+    installed, the uploaded-files tools. ``turns`` runs the turns (``Turns()``, in this
+    process, when None; ``reactchat.temporal.HandedTurns`` hands them to Temporal workers).
     """
     if isinstance(agent, ServerConfig):
         config, agent = agent, None
@@ -133,12 +137,15 @@ def create_app(
         agent = agent(store) if agent is not None else default_agent(config, store)
     store = agent.store
     files = Files.attach(agent, config.max_upload, config.file_limits)
-    server = Server(config, agent, store, Turns(), files, Rate(config.max_new_sessions))
+    server = Server(config, agent, store, turns or Turns(), files, Rate(config.max_new_sessions))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # turns of workers that died; turns another worker was asked to cancel
-        watchers = [asyncio.create_task(watch_abandoned(server)), asyncio.create_task(watch_cancels(server))]
+        # turns another worker was asked to cancel; turns of workers that died, unless
+        # the turns run elsewhere (Temporal retries them on another of its workers)
+        watchers = [asyncio.create_task(watch_cancels(server))]
+        if server.turns.runs_here:
+            watchers.append(asyncio.create_task(watch_abandoned(server)))
         if config.retention_days is not None:  # sessions idle for longer go, with their files
             kb = server.files.kb if server.files is not None else None
             watchers.append(asyncio.create_task(expire_sessions(store, config.retention_days, kb)))

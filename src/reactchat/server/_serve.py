@@ -16,6 +16,7 @@ from reactchat.engine.budget import Budget
 from reactchat.server._app import create_app
 from reactchat.server._config import ServerConfig, check_exposure, load_users
 from reactchat.server._gc import settle_collector
+from reactchat.server._turns import Turns
 from reactchat.store import store_url
 
 
@@ -30,6 +31,7 @@ def serve(
     allowed_hosts: tuple[str, ...] = (),
     retention_days: float | None = None,
     drain_seconds: float | None = None,
+    turns: Turns | None = None,
 ) -> None:
     """Serve the API and the page until interrupted.
 
@@ -40,7 +42,8 @@ def serve(
     are added to the agent's (see ``ServerConfig.tools``). Sessions idle for more than
     ``retention_days`` (``REACTCHAT_RETENTION_DAYS`` when None) are deleted in the background.
     On SIGTERM the server drains (``DrainingServer``) for at most ``drain_seconds``
-    (``REACTCHAT_DRAIN_SECONDS``, default 30).
+    (``REACTCHAT_DRAIN_SECONDS``, default 30). ``turns`` runs the turns (in this process
+    when None; ``reactchat serve --temporal`` hands them to Temporal workers).
     """
     config = config_from_env(token=token, token_file=token_file, allowed_hosts=allowed_hosts)
     if retention_days is not None:
@@ -49,7 +52,7 @@ def serve(
     if host not in ("0.0.0.0", "::", ""):
         config.allowed_hosts = (*config.allowed_hosts, host)
     config.model, config.store, config.tools = model, store_url(db), list(tools or [])
-    app = create_app(config)
+    app = create_app(config, turns=turns)
     settle_collector()  # the collector of a serving process (server/_gc.py)
     if drain_seconds is None:
         drain_seconds = float(os.environ.get("REACTCHAT_DRAIN_SECONDS") or DRAIN_SECONDS)

@@ -166,7 +166,11 @@ class Clock:
 
 
 class Turns:
-    """The turns this process is running, by session."""
+    """The turns this process is running, by session (``reactchat serve --temporal`` hands
+    them to Temporal workers instead: ``reactchat.temporal.HandedTurns``)."""
+
+    #: whether turns run in this process, so that a server finishes those of a dead worker
+    runs_here: ClassVar[bool] = True
 
     def __init__(self) -> None:
         self.running: dict[str, asyncio.Task[None]] = {}

@@ -4,9 +4,10 @@
 call, tool call and event is exactly what ``reactchat serve`` does; each event is
 appended to the store by the engine before it is yielded, once. A retried stretch (its
 worker died: no heartbeat) first finds out whether its message was already taken, by
-the log position ``reactchat.mark`` read before it: if events follow it, the message is
-in the log and the retry finishes the interrupted turn (``Agent.resume``) instead of
-sending the message again.
+the log position read before it (``reactchat.mark``, or the server's): if events follow
+it, the message is in the log and the retry finishes the interrupted turn
+(``Agent.resume``) instead of sending the message again. A first attempt never looks:
+another message may have run a whole turn since that position was read.
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ from datetime import timedelta
 from temporalio import activity
 
 from reactchat.agent import Agent
+from reactchat.engine.budget import Budget
 from reactchat.engine.session import RunResult
-from reactchat.errors import NothingToRun
+from reactchat.errors import AlreadyAnswered, NothingToRun, SessionBusy
 from reactchat.store import SessionNotFound
 from reactchat.temporal._workflow import Ended, Stretch
+
+#: seconds between two heartbeats of a stretch at most: how long a cancel may take to reach it
+HEARTBEAT = 1.0
 
 
 class Activities:
@@ -45,9 +50,10 @@ class Activities:
         """Run the turn from ``stretch.text`` to its next pause or its end."""
         beat = asyncio.create_task(_heartbeats(activity.info().heartbeat_timeout))
         try:
-            taken = bool(await self.agent.store.events(stretch.session, since=stretch.after))
-            if not taken:
-                return ended(await self.agent.arun(stretch.text, stretch.session))
+            # a first attempt runs its message; a retry first looks whether the message was taken
+            retried = activity.info().attempt > 1
+            if not retried or not await self.agent.store.events(stretch.session, since=stretch.after):
+                return await self.first(stretch)
             try:  # a retry after the message was taken: finish what the dead worker left
                 return ended(await self.agent.resume(stretch.session))
             except NothingToRun:  # it had finished the stretch; only its answer was lost
@@ -56,6 +62,22 @@ class Activities:
             beat.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await beat
+
+    async def first(self, stretch: Stretch) -> Ended:
+        """The first run of a stretch: the message, as ``reactchat serve`` would run it. A
+        message the session cannot take (busy, its reply already answered) is ``refused``."""
+        budget = Budget(**stretch.budget) if stretch.budget is not None else None
+        try:
+            result = await self.agent.arun(
+                stretch.text,
+                stretch.session,
+                reply_to=stretch.reply_to,
+                output_type=stretch.output_schema,
+                budget=budget,
+            )
+        except (SessionBusy, AlreadyAnswered) as refused:
+            return Ended(status="refused", error=type(refused).__name__, answer=str(refused))
+        return ended(result)
 
     async def stored(self, session: str) -> Ended:
         """How the session's last turn stands in the store."""
@@ -85,8 +107,9 @@ def ended(result: RunResult) -> Ended:
 
 
 async def _heartbeats(timeout: timedelta | None) -> None:
-    """Heartbeat a third of the timeout apart: a dead worker is noticed, a cancel arrives."""
-    seconds = timeout.total_seconds() / 3 if timeout is not None else 1.0
+    """Heartbeat a third of the timeout apart, at least every ``HEARTBEAT`` seconds: a dead
+    worker is noticed, a cancel arrives (in the answer to a heartbeat)."""
+    seconds = min(timeout.total_seconds() / 3, HEARTBEAT) if timeout is not None else HEARTBEAT
     while True:
         activity.heartbeat()
         await asyncio.sleep(seconds)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
 
 from temporalio.client import Client
 from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from reactchat.agent import Agent
-from reactchat.temporal._activities import Activities
+from reactchat.temporal._activities import HEARTBEAT, Activities
 from reactchat.temporal._workflow import TASK_QUEUE, TurnWorkflow
 
 
@@ -21,7 +21,13 @@ def make_worker(client: Client, agent: Agent, task_queue: str = TASK_QUEUE, conc
         workflows=[TurnWorkflow],
         activities=[activities.mark, activities.stretch],
         max_concurrent_activities=concurrency,
-        activity_executor=ThreadPoolExecutor(4),  # for sync activities; ours are async
+        # a cancel reaches a running stretch in the answer to its next heartbeat, which the
+        # SDK sends at most every 0.8 heartbeat timeouts unless told otherwise: within 1 s
+        max_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT),
+        default_heartbeat_throttle_interval=timedelta(seconds=HEARTBEAT),
+        # a dead worker's workflows wait this long on its own queue before any worker takes
+        # them (10 s by default): a turn goes on sooner after its worker dies
+        sticky_queue_schedule_to_start_timeout=timedelta(seconds=2),
         # the sandbox re-imports modules for every new workflow: 0.78 s of a turn's overhead
         # and 0.8 against 10 turns/s (benchmarks/temporal_overhead.py); _workflow.py does
         # no I/O and reads no clock or randomness, which is what the sandbox checks for

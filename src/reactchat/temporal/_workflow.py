@@ -1,24 +1,31 @@
 """The workflow of a session's turn: what Temporal records and replays (no I/O here).
 
-A workflow ``reactchat-SESSION`` takes messages as the ``message`` signal. For each, it
-runs the ``reactchat.mark`` activity (the session's log position before the message) and
-then the ``reactchat.stretch`` activity: the engine's run of the turn from that message
-to its next pause or its end, every event written to the reactchat store as it happens.
-A pause (a question, an approval, a call in doubt, a budget) is the workflow waiting for
-the next ``message`` signal, for as long as it takes; a turn's end with no message queued
-ends the workflow. The ``outcome`` update answers once a message's stretch has ended.
+A workflow ``reactchat-SESSION`` takes messages through its ``send`` update (started with
+the workflow if none runs). For each, it runs the ``reactchat.mark`` activity (the
+session's log position before the message) unless the sender read it already, and then
+the ``reactchat.stretch`` activity: the engine's run of the turn from that message to its
+next pause or its end, every event written to the reactchat store as it happens. A pause
+(a question, an approval, a call in doubt, a budget) is the workflow waiting for the next
+message, for as long as it takes; a turn's end with no message queued ends the workflow.
+``send`` answers once its message's stretch has ended (``Ended``); a message that must not
+wait behind a running stretch (``queue=False``, what ``reactchat serve --temporal`` sends)
+is refused by the update's validator instead, as a busy session is over HTTP.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import timedelta
+from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
+from temporalio.exceptions import ActivityError, ApplicationError
 
 #: the task queue of ``reactchat worker`` and ``reactchat serve --temporal`` by default
 TASK_QUEUE = "reactchat"
+#: errors a retry cannot mend: the operator must (a model's key, a bad configuration)
+PERMANENT = ["ModelError", "ConfigError", "TurnFailed", "ContextTooLong"]
 
 
 @dataclass
@@ -32,10 +39,21 @@ class TurnInput:
 
 @dataclass
 class Message:
-    """A message for the session, and the id its sender waits on."""
+    """A message for the session, and the id its sender waits on.
+
+    ``reply_to`` pins the pending item the sender saw (``Run``'s rule); ``after`` is the
+    session's log length the sender read before sending (None: the workflow reads it);
+    ``output_schema`` and ``budget`` (``Budget``'s fields) are this turn's, as over HTTP;
+    ``queue=False``: refuse the message while another stretch runs or waits to run.
+    """
 
     id: str
     text: str
+    reply_to: str | None = None
+    after: int | None = None
+    output_schema: dict[str, Any] | None = None
+    budget: dict[str, Any] | None = None
+    queue: bool = True
 
 
 @dataclass
@@ -45,17 +63,26 @@ class Stretch:
     session: str
     text: str
     after: int
+    reply_to: str | None = None
+    output_schema: dict[str, Any] | None = None
+    budget: dict[str, Any] | None = None
 
 
 @dataclass
 class Ended:
-    """How a stretch ended: the turn's status, its answer, or what it waits for."""
+    """How a stretch ended: the turn's status, its answer, or what it waits for.
+
+    ``status`` is a turn's (``done``, ``waiting``, ``stopped``, ``cancelled``) or
+    ``refused`` (the message was not taken: ``error`` names why, ``SessionBusy`` or
+    ``AlreadyAnswered``) or ``failed`` (``error`` names the exception, ``answer`` says it).
+    """
 
     status: str
     turn: int = 0
     answer: str | None = None
     question: str | None = None
     pending: str | None = None
+    error: str | None = None
 
 
 @dataclass
@@ -67,8 +94,13 @@ class Outcomes:
 
 def retries() -> RetryPolicy:
     """Stretches are retried without limit: a retry runs the engine's recovery, which runs
-    ``read`` and ``idempotent`` calls again and never an ``unsafe`` one (it pauses, in doubt)."""
-    return RetryPolicy(initial_interval=timedelta(milliseconds=200), maximum_interval=timedelta(seconds=10))
+    ``read`` and ``idempotent`` calls again and never an ``unsafe`` one (it pauses, in doubt).
+    What the operator must mend (``PERMANENT``) is not retried."""
+    return RetryPolicy(
+        initial_interval=timedelta(milliseconds=200),
+        maximum_interval=timedelta(seconds=10),
+        non_retryable_error_types=PERMANENT,
+    )
 
 
 @workflow.defn(name="reactchat.turn")
@@ -78,38 +110,69 @@ class TurnWorkflow:
     def __init__(self) -> None:
         self.queue: list[Message] = []
         self.outcomes = Outcomes()
-
-    @workflow.signal
-    def message(self, message: Message) -> None:
-        """A new message or a reply to the pending item."""
-        self.queue.append(message)
+        #: a stretch is running
+        self.stretching = False
 
     @workflow.update
-    async def outcome(self, message_id: str) -> Ended:
-        """How the stretch of message ``message_id`` ended, once it has."""
-        await workflow.wait_condition(lambda: message_id in self.outcomes.ended)
-        return self.outcomes.ended[message_id]
+    async def send(self, message: Message) -> Ended:
+        """Queue a new message or a reply to the pending item; answer once its stretch ended."""
+        self.queue.append(message)
+        await workflow.wait_condition(lambda: message.id in self.outcomes.ended)
+        return self.outcomes.ended[message.id]
+
+    @send.validator
+    def _admit(self, message: Message) -> None:
+        if not message.queue and (self.stretching or self.queue):
+            raise ApplicationError("a turn of this session is running", type="SessionBusy", non_retryable=True)
+
+    @workflow.query
+    def running(self) -> bool:
+        """Whether a stretch runs or waits to run (a pause is not running)."""
+        return self.stretching or bool(self.queue)
 
     @workflow.run
     async def run(self, start: TurnInput) -> Outcomes:
         """Run each message's stretch in order; return when the session no longer waits."""
-        heartbeat = timedelta(seconds=start.heartbeat)
         while True:
             await workflow.wait_condition(lambda: bool(self.queue))
             message = self.queue.pop(0)
-            after: int = await workflow.execute_activity(
-                "reactchat.mark", start.session, start_to_close_timeout=timedelta(seconds=30), retry_policy=retries()
+            self.stretching = True
+            try:
+                ended = await self._stretch(start, message)
+            finally:  # a cancelled stretch is not running either
+                self.stretching = False
+            self.outcomes.ended[message.id] = ended
+            # a cancel that reached the workflow only after its stretch ended came too late:
+            # the workflow ends with what it did, and the canceller sees that it ran to its end
+            late = workflow.cancellation_reason() is not None
+            if late or (ended.status != "waiting" and not self.queue):
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                return self.outcomes
+
+    async def _stretch(self, start: TurnInput, message: Message) -> Ended:
+        """The stretch of one message; a failure the operator must mend is its ``Ended``."""
+        after = message.after
+        try:
+            if after is None:
+                after = await workflow.execute_activity(
+                    "reactchat.mark", start.session, result_type=int, start_to_close_timeout=timedelta(seconds=30),
+                    retry_policy=retries(),
+                )  # fmt: skip
+            stretch = Stretch(
+                start.session, message.text, after, message.reply_to, message.output_schema, message.budget
             )
-            ended = await workflow.execute_activity(
+            ended: Ended = await workflow.execute_activity(
                 "reactchat.stretch",
-                Stretch(start.session, message.text, after),
+                stretch,
                 result_type=Ended,
                 start_to_close_timeout=timedelta(days=1),
-                heartbeat_timeout=heartbeat,
+                heartbeat_timeout=timedelta(seconds=start.heartbeat),
                 retry_policy=retries(),
                 cancellation_type=workflow.ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
             )
-            self.outcomes.ended[message.id] = ended
-            if ended.status != "waiting" and not self.queue:
-                await workflow.wait_condition(workflow.all_handlers_finished)
-                return self.outcomes
+        except ActivityError as error:
+            cause = error.cause
+            if not isinstance(cause, ApplicationError):
+                raise
+            return Ended(status="failed", error=cause.type, answer=cause.message)
+        return ended
