@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
@@ -21,7 +22,8 @@ from temporalio.service import RPCError
 from reactchat.agent import Agent
 from reactchat.engine.budget import Budget
 from reactchat.engine.session import SessionState
-from reactchat.errors import AlreadyAnswered, NothingToRun, SessionBusy, TurnFailed
+from reactchat.errors import AlreadyAnswered, ConfigError, NothingToRun, SessionBusy, TurnFailed
+from reactchat.messages import ImagePart
 from reactchat.models import ModelError
 from reactchat.server._turns import TurnFeed, Turns
 from reactchat.store import Store
@@ -67,9 +69,15 @@ class HandedTurns(Turns):
         reply_to: str | None,
         output_schema: dict[str, Any] | None = None,
         budget: Budget | None = None,
+        images: Sequence[ImagePart] = (),
     ) -> TurnFeed:
         """Hand the message to the workers and follow its turn in the store. ``SessionBusy``,
-        ``SessionNotFound`` and ``AlreadyAnswered`` raise here, before anything is recorded."""
+        ``SessionNotFound`` and ``AlreadyAnswered`` raise here, before anything is recorded;
+        images with the message are a ``ConfigError`` (the workers are not handed them)."""
+        if images:
+            raise ConfigError(
+                "images with a message are not handed to Temporal workers: send them to a server without --temporal"
+            )
         if message is None:  # an interrupted turn is finished by the worker Temporal retries it on
             raise NothingToRun(session)
         if session in self.running:
