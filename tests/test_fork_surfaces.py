@@ -139,7 +139,7 @@ def test_post_fork_answers_201_with_the_new_session_in_the_callers_namespace(dur
 
         assert client.post(f"/v1/sessions/{session}/fork", json={"before": 2}, headers=bob).status_code == 404
         wrong = client.post(f"/v1/sessions/{session}/fork", json={"before": 99}, headers=alice)
-        assert wrong.status_code == 404 and "has no event 99 to fork before" in wrong.json()["error"]["message"]
+        assert wrong.status_code == 409 and "has no event 99 to fork before" in wrong.json()["error"]["message"]
         assert client.post(f"/v1/sessions/{session}/fork", json={"before": 0}, headers=alice).status_code == 422
         assert client.post(f"/v1/sessions/{session}/fork", json={"seq": 2}, headers=alice).status_code == 422
         assert client.post("/v1/sessions/alice:nope/fork", json={"before": 1}, headers=alice).status_code == 404

@@ -347,7 +347,7 @@ def test_an_image_uploaded_over_http_reaches_the_model_with_the_message(tmp_path
         broken = client.post(f"/v1/sessions/{session}/files", files={"file": ("cut.png", CHART[:20])})
         assert broken.status_code == 400 and "header is broken" in broken.json()["error"]["message"]
         unknown = client.post(f"/v1/sessions/{session}/messages", json={"message": "?", "images": ["nope.png"]})
-        assert unknown.status_code == 400 and "no image 'nope.png' in this session" in unknown.text
+        assert unknown.status_code == 409 and "no image 'nope.png' in this session" in unknown.text
         said = client.post(
             f"/v1/sessions/{session}/messages",
             json={"message": "What is it?", "images": ["chart.png"], "stream": False},

@@ -27,9 +27,13 @@ _TRIES = 1000
 
 def is_image_file(path: str) -> bool:
     """Whether the file at ``path`` starts as a PNG, JPEG or WebP does (then it goes with the
-    question as an image; other files go to the session's knowledge base)."""
+    question as an image; other files go to the session's knowledge base). Only a regular file
+    is opened: a FIFO or a device would block or never end, and the upload refuses it."""
+    file_path = Path(path).expanduser()
     try:
-        with open(Path(path).expanduser(), "rb") as file:
+        if not file_path.is_file():
+            return False
+        with open(file_path, "rb") as file:
             return media_type(file.read(16)) is not None
     except OSError:
         return False  # the upload says why it cannot be read

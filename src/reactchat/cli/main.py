@@ -199,9 +199,10 @@ async def _ask(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     trace = Trace(out, err, quiet=args.json)
     session = args.session
     began = time.time()
-    images = [artifacts.image_file(path) for path in args.file or [] if artifacts.is_image_file(path)]
+    pictures = {path for path in args.file or [] if artifacts.is_image_file(path)}
+    images = [artifacts.image_file(path) for path in args.file or [] if path in pictures]
     try:
-        documents = [path for path in args.file or [] if not artifacts.is_image_file(path)]
+        documents = [path for path in args.file or [] if path not in pictures]
         if documents:
             # imported by the verb that needs it: the command starts without the rest (0.2-1 s)
             from reactchat.knowledge._cli import upload

@@ -332,8 +332,9 @@ def _session_routes(app: FastAPI, server: Server) -> None:
         except ConfigError as exc:  # a cost limit this server's model cannot keep (it has no prices)
             return error(409, str(exc), "unpriced_model")
         images = await session_images(server.store, session, body.images)
-        if isinstance(images, str):
-            return error(400, images, "invalid_request_error")
+        if isinstance(images, tuple):
+            status, why = images
+            return error(status, why, "no_such_image" if status == 409 else "invalid_request_error")
         feed = await server.turns.start(
             server.agent, session, body.message, body.reply_to, body.output_schema, budget, images
         )

@@ -218,17 +218,18 @@ def _one_frame(kind: str, data: dict[str, Any]) -> StreamingResponse:
     return StreamingResponse(frames(), media_type="text/event-stream")
 
 
-async def session_images(store: Any, session: str, names: list[str]) -> list[ImagePart] | str:
-    """The session's uploaded images of these names, checked again; why not, for a 400."""
+async def session_images(store: Any, session: str, names: list[str]) -> list[ImagePart] | tuple[int, str]:
+    """The session's uploaded images of these names, checked again; else the status and why
+    not (409: the session holds no image of that name; 400: a kept one no longer passes the checks)."""
     images: list[ImagePart] = []
     for name in names:
         artifact = await store.artifact(session, name) if isinstance(store, ArtifactStore) else None
         if artifact is None:
-            return f"no image {name!r} in this session: upload it first (POST /v1/sessions/{session}/files)"
+            return 409, f"no image {name!r} in this session: upload it first (POST /v1/sessions/{session}/files)"
         try:
             images.append(checked(name, artifact.data))
         except ImageRejected as exc:
-            return str(exc)
+            return 400, str(exc)
     return images
 
 

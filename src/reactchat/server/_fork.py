@@ -4,7 +4,7 @@ The new session holds the events before ``SEQ`` (the whole session without it) a
 of the uploaded files (``Agent.fork``); it answers 201 ``{"session": NEW}``. A fork is a new
 session: it counts against the caller's rate of new sessions, and under per-user tokens its
 id is in the caller's namespace (``alice:…``), as the original's is (the guard saw to that).
-A seq that is no event of the session is a 404, as a session that does not exist is.
+A seq that is no event of the session is a 409 (the session exists; a missing one is a 404).
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def fork_routes(app: FastAPI, server: Server) -> None:
         response_model=None,
         responses={
             201: {"model": Forked, "description": "The new session"},
-            **errors(400, *GUARDED, 404, 413, 422, 429, 503),
+            **errors(400, *GUARDED, 404, 409, 413, 422, 429, 503),
         },
     )
     async def fork_session(session: str, request: Request, body: ForkIn | None = None) -> Response:
@@ -71,8 +71,8 @@ def fork_routes(app: FastAPI, server: Server) -> None:
                 before=body.before if body is not None else None,
                 new_id=f"{user}:{uuid.uuid4().hex}" if user else None,
             )
-        except NoSuchEvent as exc:  # a well-formed seq the session has no event at: like a missing session
-            return error(404, str(exc), "not_found")
+        except NoSuchEvent as exc:  # a well-formed seq the session (which exists) has no event at
+            return error(409, str(exc), "no_such_event")
         origin = await server.store.origin(new)
         assert origin is not None  # recorded with the copy
         return JSONResponse({"session": new, "forked_from": origin[0], "before": origin[1]}, status_code=201)
