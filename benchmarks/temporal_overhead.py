@@ -62,7 +62,7 @@ def app() -> Any:
     address = os.environ.get("BENCH_TEMPORAL")
     if not address:
         return create_app(agent, config=config)
-    from reactchat.temporal import HandedTurns
+    from reactchat.server._temporal import HandedTurns
 
     return create_app(agent, config=config, turns=HandedTurns(address, os.environ["BENCH_QUEUE"]))
 

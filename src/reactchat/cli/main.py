@@ -300,7 +300,7 @@ def _handed_turns(args: argparse.Namespace) -> Any:
     """The turns of ``serve --temporal``: handed to ``reactchat worker`` processes."""
     try:
         # the temporal extra is optional: imported only by the verb that needs it
-        from reactchat.temporal import HandedTurns
+        from reactchat.server._temporal import HandedTurns
     except ImportError as exc:
         raise SystemExit(
             f"reactchat serve --temporal needs the temporal extra: pip install 'reactchat[temporal]' ({exc})"

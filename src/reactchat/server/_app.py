@@ -127,7 +127,7 @@ def create_app(
     store of ``config.store``), or a ``ServerConfig`` from which the default agent is
     built: ``config.model``, the built-in tools and, when ``reactchat.knowledge`` is
     installed, the uploaded-files tools. ``turns`` runs the turns (``Turns()``, in this
-    process, when None; ``reactchat.temporal.HandedTurns`` hands them to Temporal workers).
+    process, when None; ``reactchat.server._temporal.HandedTurns`` hands them to Temporal workers).
     """
     if isinstance(agent, ServerConfig):
         config, agent = agent, None

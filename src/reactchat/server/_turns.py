@@ -167,7 +167,7 @@ class Clock:
 
 class Turns:
     """The turns this process is running, by session (``reactchat serve --temporal`` hands
-    them to Temporal workers instead: ``reactchat.temporal.HandedTurns``)."""
+    them to Temporal workers instead: ``reactchat.server._temporal.HandedTurns``)."""
 
     #: whether turns run in this process, so that a server finishes those of a dead worker
     runs_here: ClassVar[bool] = True
