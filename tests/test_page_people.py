@@ -213,6 +213,8 @@ def test_the_usage_line_is_the_same_live_and_after_a_reload(page: Page) -> None:
     expect(page.get_by_test_id("question")).to_have_text("Where are you?")
     send(page, "Lyon")
     expect(page.get_by_test_id("answer")).to_contain_text("Paris is 400 km away")
+    # The usage line comes with the turn's end, a moment after its answer.
+    expect(page.get_by_test_id("turn-usage")).not_to_have_count(0)
     live = page.get_by_test_id("turn-usage").all_inner_texts()
     page.reload()
     expect(page.get_by_test_id("answer")).to_contain_text("Paris is 400 km away")
