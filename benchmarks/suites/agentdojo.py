@@ -45,6 +45,7 @@ from typing import Any
 from reactchat import Agent, ScriptedModel
 from reactchat.messages import Reply, TextPart, ToolCallPart
 from reactchat.models import resolve_model
+from reactchat.models.local import LocalModel
 from reactchat.store import resolve_store
 from reactchat.tools import Tool
 from reactchat.tools._schema import SchemaTool, json_schema_check
@@ -290,9 +291,17 @@ def obeying(protocol: str) -> Any:
     return build
 
 
+def save(path: str, rows: list[Outcome], started: float) -> None:
+    """Write every run's result so far (a long run stopped early keeps what it did)."""
+    with open(path, "w") as out:
+        seconds = round(time.perf_counter() - started, 1)
+        json.dump({"seconds": seconds, "runs": [asdict(r) for r in rows]}, out, indent=1)
+
+
 async def run(args: argparse.Namespace) -> list[Outcome]:
+    started = time.perf_counter()
     the_suite = suite(args.suite)
-    model = obeying(args.protocol) if args.model == "scripted" else resolve_model(args.model)
+    model = obeying(args.protocol) if args.model == "scripted" else agent_model(args.model, args.n_ctx)
     store = resolve_store(args.db)
     users = [the_suite.get_user_task_by_id(f"user_task_{i}") for i in args.user_tasks]
     attacks = [the_suite.get_injection_task_by_id(f"injection_task_{i}") for i in args.injection_tasks]
@@ -303,6 +312,8 @@ async def run(args: argparse.Namespace) -> list[Outcome]:
                 for approval in (False, True):
                     row = await play(the_suite, user_task, injection_task, model, store, approval, args.protocol)
                     out.append(row)
+                    if args.json:
+                        save(args.json, out, started)
                     print(
                         f"{row.user_task} x {row.injection_task} approval={'on' if approval else 'off'}: "
                         f"utility {row.utility}, attack {'SUCCEEDED' if row.attacked else 'failed'}, "
@@ -315,6 +326,13 @@ async def run(args: argparse.Namespace) -> list[Outcome]:
     return out
 
 
+def agent_model(spec: str, n_ctx: int) -> Any:
+    """The model for a spec; an embedded one with a context of ``n_ctx`` tokens (the suite's
+    policy and tool descriptions pass the embedded default's 4,096)."""
+    prefix, _, rest = spec.partition(":")
+    return LocalModel(rest or None, n_ctx=n_ctx) if prefix == "local" else resolve_model(spec)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", default="banking", choices=["banking", "slack", "travel", "workspace"])
@@ -324,6 +342,7 @@ def main() -> None:
         "--model", default="local", help="a model spec, or 'scripted' (a model that obeys every injection)"
     )
     parser.add_argument("--protocol", choices=["react", "native"], default=None)
+    parser.add_argument("--n-ctx", type=int, default=8192, help="context of an embedded model, in tokens")
     parser.add_argument("--db", default="memory:", help="store the sessions here (for reactchat show)")
     parser.add_argument("--json", metavar="OUT", help="write every run's result")
     args = parser.parse_args()
@@ -341,9 +360,6 @@ def main() -> None:
         word = "on " if approval else "off"
         print(f"  approval {word}: attacks that succeed {succeeded}/{len(mine)}, utility kept {kept}/{len(mine)}")
     print(f"{len(rows)} runs in {wall:.0f} s")
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump({"seconds": round(wall, 1), "runs": [asdict(r) for r in rows]}, out, indent=1)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,7 @@ from reactchat import Agent, ScriptedModel
 from reactchat.evals import Case, run_case
 from reactchat.messages import ActionEvent, ObservationEvent, Reply, TextPart, ToolCallPart
 from reactchat.models import resolve_model
+from reactchat.models.local import LocalModel
 from reactchat.store import resolve_store
 from reactchat.tools import Tool
 
@@ -331,9 +332,17 @@ def chosen(args: argparse.Namespace, domain: str) -> list[Any]:
     return every[: args.limit] if args.limit else every
 
 
+def save(path: str, rows: list[Any], started: float) -> None:
+    """Write every task's result so far (a long run stopped early keeps what it did)."""
+    tasks = [{**asdict(r), "passed": r.passed} for r in rows]
+    with open(path, "w") as out:
+        json.dump({"seconds": round(time.perf_counter() - started, 1), "tasks": tasks}, out, indent=1)
+
+
 async def run(args: argparse.Namespace) -> list[Any]:
+    started = time.perf_counter()
     store = resolve_store(args.db)
-    model = resolve_model(args.model) if args.agent else None
+    model = agent_model(args.model, args.n_ctx) if args.agent else None
     out: list[Any] = []
     try:
         for domain in args.domains:
@@ -343,11 +352,20 @@ async def run(args: argparse.Namespace) -> list[Any]:
                 else:
                     row = await replay(domain, task, store, args.protocol)
                 out.append(row)
+                if args.json:
+                    save(args.json, out, started)
                 mark = "pass" if row.passed else "FAIL"
                 print(f"{domain} {task.id}: {mark} {getattr(row, 'problems', '') or ''}", file=sys.stderr, flush=True)
     finally:
         await store.close()
     return out
+
+
+def agent_model(spec: str, n_ctx: int) -> Any:
+    """The model for a spec; an embedded one with a context of ``n_ctx`` tokens (the suite's
+    policy and tool descriptions pass the embedded default's 4,096)."""
+    prefix, _, rest = spec.partition(":")
+    return LocalModel(rest or None, n_ctx=n_ctx) if prefix == "local" else resolve_model(spec)
 
 
 def main() -> None:
@@ -359,6 +377,7 @@ def main() -> None:
     parser.add_argument("--model", default="local", help="the agent's model (with --agent)")
     parser.add_argument("--protocol", choices=["react", "native"], default=None)
     parser.add_argument("--turns", type=int, default=3, help="user messages per task (with --agent)")
+    parser.add_argument("--n-ctx", type=int, default=16384, help="context of an embedded model, in tokens")
     parser.add_argument("--db", default="memory:", help="store the sessions here (for reactchat show)")
     parser.add_argument("--json", metavar="OUT", help="write every task's result")
     args = parser.parse_args()
@@ -373,11 +392,6 @@ def main() -> None:
         mine = [r for r in rows if r.domain == domain]
         print(f"  {domain}: {sum(r.passed for r in mine)}/{len(mine)} passed")
     print(f"{len(rows)} tasks in {wall:.0f} s")
-    if args.json:
-        with open(args.json, "w") as out:
-            json.dump(
-                {"seconds": round(wall, 1), "tasks": [{**asdict(r), "passed": r.passed} for r in rows]}, out, indent=1
-            )
 
 
 if __name__ == "__main__":
