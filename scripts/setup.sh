@@ -30,4 +30,11 @@ fi
 .venv/bin/pip install -q -e ".[all,dev]"
 # the public suites' data (the `suites` extra) without its pins, which would downgrade numpy
 .venv/bin/pip install -q --no-deps "bfcl-eval==2026.3.23"
+# τ²-bench's tasks, databases and tools (inspect-evals on inspect-ai) and AgentDojo's suites,
+# with only the modules their task files import: their own pins would pull every provider SDK
+.venv/bin/pip install -q --no-deps "inspect-evals==0.26.0" "inspect-ai==0.3.285" \
+    "platformdirs==4.14.9" "psutil==7.2.2" "nest-asyncio2==1.7.4" "shortuuid==1.0.13" "jsonlines==4.0.0" \
+    "textual==8.2.8" "semver==3.1.2" "mmh3==5.3.1" "botocore==1.44.8" "zipfile-zstd==0.0.4" "toml==0.10.2"
+.venv/bin/pip install -q --no-deps "agentdojo==0.1.35" \
+    "deepdiff==9.1.0" "orderly-set==5.5.0" "cachebox==6.2.10" "email-validator==2.4.0"
 echo "reactchat is set up: .venv/bin/reactchat ask \"What is 80.16 * 1.15?\""

@@ -2,6 +2,7 @@
 
     python -m benchmarks.suites.bfcl                       # the sample: 40 simple, 20 of each other
     python -m benchmarks.suites.bfcl --full                # every case of the four categories
+    python -m benchmarks.suites.bfcl --full --jsonl run.jsonl --resume   # a long run, in pieces
     python -m benchmarks.suites.bfcl --categories simple --limit 10 --model local --protocol native
 
 Data and scorer come from the ``bfcl-eval`` wheel (``pip install 'reactchat[suites]'``;
@@ -11,6 +12,11 @@ BFCL function becomes a reactchat tool with its JSON schema that records the cal
 ends the turn (``return_direct``): the first action of the agent is its answer. A case
 passes when the checker accepts the recorded call; an ``irrelevance`` case passes when the
 agent calls no function. The sample is deterministic: the first cases of each file.
+
+A long run (``--full`` takes hours on a small CPU) goes through the categories side by side,
+each at the same share of its file, and ``--jsonl`` writes each case's verdict as it is
+known: stopped at any point, every category holds a complete sample (the first cases of its
+file); ``--resume`` runs only the cases that file does not hold yet and reports all of them.
 """
 
 from __future__ import annotations
@@ -146,18 +152,56 @@ async def run(args: argparse.Namespace) -> list[tuple[str, CaseResult, bool]]:
         await store.close()
 
 
+Entry = tuple[str, dict[str, Any], list[Any] | None]
+
+
+def side_by_side(categories: dict[str, list[tuple[dict[str, Any], list[Any] | None]]]) -> list[Entry]:
+    """Every category's cases in one order that walks each file at the same pace.
+
+    A case's place is its index over its file's length, so a run cut short holds the first
+    cases of every file in proportion to its size.
+    """
+    placed = [
+        (index / len(entries), category, entry, truth)
+        for category, entries in categories.items()
+        for index, (entry, truth) in enumerate(entries)
+    ]
+    placed.sort(key=lambda item: item[0])
+    return [(category, entry, truth) for _, category, entry, truth in placed]
+
+
+def recorded(path: str | None) -> dict[str, tuple[str, CaseResult, bool]]:
+    """The verdicts a ``--jsonl`` file holds, by case id."""
+    if path is None or not Path(path).exists():
+        return {}
+    done: dict[str, tuple[str, CaseResult, bool]] = {}
+    for line in Path(path).read_text().splitlines():
+        if line.strip():
+            row = json.loads(line)
+            done[row["id"]] = (row["tags"][0], CaseResult(**row), bool(row["passed"]))
+    return done
+
+
 async def each_case(args: argparse.Namespace, model: Any, store: Any) -> list[tuple[str, CaseResult, bool]]:
     """Run the chosen cases one at a time (the embedded model uses every core): category, result, verdict."""
+    chosen = {c: load(c, None if args.full else (args.limit or SAMPLE[c])) for c in args.categories}
+    before = recorded(args.jsonl) if args.resume else {}
     done: list[tuple[str, CaseResult, bool]] = []
-    for category in args.categories:
-        for entry, truth in load(category, None if args.full else (args.limit or SAMPLE[category])):
-            question = "\n".join(turn["content"] for turn in entry["question"][0] if turn["role"] == "user")
-            tools = [recording_tool(f) for f in entry["function"]]
-            agent = Agent(model=model, tools=tools, protocol=args.protocol, store=store, max_steps=2, ask_user=False)
-            result = await run_case(agent, Case(id=entry["id"], input=[question], scorer="exact", expected=""))
-            passed = verdict(category, entry, truth, result.answer)
-            done.append((category, result, passed))
-            print(f"{entry['id']}: {'pass' if passed else 'FAIL'} {result.answer!r:.160}", file=sys.stderr, flush=True)
+    for category, entry, truth in side_by_side(chosen):
+        if entry["id"] in before:
+            done.append(before[entry["id"]])
+            continue
+        question = "\n".join(turn["content"] for turn in entry["question"][0] if turn["role"] == "user")
+        tools = [recording_tool(f) for f in entry["function"]]
+        agent = Agent(model=model, tools=tools, protocol=args.protocol, store=store, max_steps=2, ask_user=False)
+        result = await run_case(agent, Case(id=entry["id"], input=[question], scorer="exact", expected=""))
+        passed = verdict(category, entry, truth, result.answer)
+        done.append((category, result, passed))
+        print(f"{entry['id']}: {'pass' if passed else 'FAIL'} {result.answer!r:.160}", file=sys.stderr, flush=True)
+        if args.jsonl:
+            row = {**result.to_dict(), "passed": passed, "tags": [category]}
+            with open(args.jsonl, "a") as out:
+                out.write(json.dumps(row) + "\n")
     return done
 
 
@@ -169,6 +213,8 @@ def main() -> None:
     parser.add_argument("--limit", type=int, help="cases per category (default: the sample)")
     parser.add_argument("--full", action="store_true", help="every case of each category")
     parser.add_argument("--json", metavar="OUT", help="write the eval result file")
+    parser.add_argument("--jsonl", metavar="OUT", help="append each case's verdict to OUT as it is known")
+    parser.add_argument("--resume", action="store_true", help="skip the cases the --jsonl file holds")
     parser.add_argument("--db", default="memory:", help="store the cases' sessions here (for reactchat show)")
     args = parser.parse_args()
     started = time.perf_counter()
