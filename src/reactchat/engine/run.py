@@ -287,6 +287,7 @@ class Run:
         ``history_tokens`` or, with ``compact_at``, the latest summary and the turns after it
         (compacted first when the prompt would pass ``compact_at`` of the window)."""
         agent = self.agent
+        await tokens.discover(agent.model)  # the first run of a remote model asks its server
         if agent.compact_at is None:
             budget = tokens.history_chars(agent.model, agent.history_tokens, agent.context_tokens)
             return "", state.history(before=turn.index, budget=budget)

@@ -10,9 +10,10 @@
   starts calibrated; until a model has reported ``MIN_TOKENS`` tokens the ratio is
   ``CHARS_PER_TOKEN``.
 
-``window(model)`` is ``model.context_tokens``: the embedded models know theirs, the
-remote adapters take it from the user (``OpenAIModel(context_tokens=...)``), None when
-nobody said.
+``window(model)`` is ``model.context_tokens``: the embedded models know theirs; a remote
+model's is the user's (``OpenAIModel(context_tokens=...)``) or what its server publishes,
+read once by ``discover`` before the first run that needs it (``reactchat.models._window``);
+None when nobody says.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Protocol, runtime_checkable
 
 from reactchat.messages import Request, Usage
 from reactchat.models import Model
+from reactchat.models._window import PublishesWindow
 
 #: characters per token before a model has reported usage (a rough, model-agnostic estimate)
 CHARS_PER_TOKEN = 4.0
@@ -92,6 +94,14 @@ def window(model: Model) -> int | None:
     return model.context_tokens
 
 
+async def discover(model: Model) -> int | None:
+    """``model``'s window, asking its server the first time if it may publish one (a
+    lookup of what was read every time after)."""
+    if isinstance(model, PublishesWindow):
+        await model.read_context_tokens()
+    return window(model)
+
+
 def history_chars(model: Model, history_tokens: int | None, context_tokens: int) -> int:
     """How many characters of earlier turns a prompt carries: ``history_tokens`` tokens, else
     ``HISTORY_SHARE`` of the window (the model's, within the agent's ``context_tokens``)."""
@@ -149,6 +159,7 @@ __all__ = [
     "TokenCalibrations",
     "Tokenizer",
     "count",
+    "discover",
     "forget_calibration",
     "history_chars",
     "learn",
