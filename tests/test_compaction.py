@@ -316,3 +316,17 @@ async def test_a_failed_summary_of_steps_is_not_asked_again_in_the_run() -> None
     assert result.status == "done" and len(oracle.summaries) == 1
     within(oracle.requests, 16_000)  # old observations were elided instead
     assert not [e for e in result.events if isinstance(e, CompactionEvent)]
+
+
+async def test_the_compaction_streams_with_its_turn_after_the_message() -> None:
+    agent = Agent(Oracle(), compact_at=0.8, context_tokens=1200, ask_user=False)
+    session, streamed = None, []
+    for n in range(1, 30):
+        result = await agent.arun(f"remember code {n} is {value(n)}" + " and so on" * 40, session)
+        session = result.session
+        streamed += [[e.type for e in result.events]]
+    made = [types for types in streamed if "compaction" in types]
+    assert made and all(types[:2] == ["user", "compaction"] for types in made), made
+    assert session is not None
+    stored = [e for e in await agent.store.events(session) if isinstance(e, CompactionEvent)]
+    assert len(stored) == len(made)

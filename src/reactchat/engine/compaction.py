@@ -36,8 +36,9 @@ SUMMARY_SHARE = 0.25
 #: the newest steps of a run are never summarised
 KEEP_STEPS = 2
 
-#: what a run of a turn carries: the summary of the turns before, and the turns after it
-Carried = tuple[str, list[tuple[str, str]]]
+#: what a run of a turn carries: the summary of the turns before, the turns after it, and
+#: the compaction made for this run (stored already), if one was
+Carried = tuple[str, list[tuple[str, str]], CompactionEvent | None]
 
 
 def count(model: Model, text: str) -> int:
@@ -89,7 +90,7 @@ async def carried(
     limit = threshold * CHARS_PER_TOKEN  # the prompt's size is in characters
     prompt = size(summary, history)
     if prompt <= limit:
-        return summary, history
+        return summary, history, None
     others = prompt - len(summary) - sum(len(q) + len(a) for q, a in history)
     keep = max(0, int(limit * KEEP_SHARE) - others)
     kept = state.answered(before=turn, after=after, budget=keep)
@@ -99,8 +100,8 @@ async def carried(
     event = await compact_turns(agent, state, turn, through, threshold)
     if event is None:
         budget = max(0, limit - others - len(summary))
-        return summary, state.history(before=turn, after=after, budget=budget)
-    return event.summary, state.history(before=turn, after=through)
+        return summary, state.history(before=turn, after=after, budget=budget), None
+    return event.summary, state.history(before=turn, after=through), event
 
 
 async def compact_turns(
