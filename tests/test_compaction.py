@@ -330,3 +330,23 @@ async def test_the_compaction_streams_with_its_turn_after_the_message() -> None:
     assert session is not None
     stored = [e for e in await agent.store.events(session) if isinstance(e, CompactionEvent)]
     assert len(stored) == len(made)
+
+
+class CharTokens(Oracle):
+    """An oracle whose tokenizer counts a token a character, as tokenizers nearly do on Japanese."""
+
+    def count_tokens(self, text: str) -> int:
+        return len(text)
+
+
+async def test_compaction_keeps_prompts_within_the_window_by_the_models_own_token_count() -> None:
+    oracle = CharTokens()
+    agent = Agent(oracle, compact_at=0.8, context_tokens=3000, ask_user=False)
+    session = None
+    for n in range(1, 61):
+        session = (await agent.arun(f"remember code {n} is {value(n)}", session)).session
+    largest = max(len(prompt_text(r)) for r in oracle.requests)
+    assert largest <= 3000, f"a prompt of {largest} tokens passed the window of 3000"
+    reachable = known(prompt_text(oracle.requests[-1]))
+    assert all(reachable.get(n) == value(n) for n in range(1, 61))
+    assert oracle.summaries

@@ -94,7 +94,8 @@ async def make_loop(
     await tokens.discover(model)  # a sub-agent's model may not have been asked yet
     check_priced(spending.budget if spending is not None else None, model.name)
     notes = await agent.hooks.instructions_for(session, store, question)
-    context = min(agent.context_tokens, model.context_tokens or agent.context_tokens) * CHARS_PER_TOKEN
+    window = min(agent.context_tokens, model.context_tokens or agent.context_tokens)
+    context = int(window * tokens.chars_per_token(model))  # the loop keeps its budget in characters
     return Loop(
         session=session,
         turn=turn,

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING
 
 from reactchat.engine.session import SessionState
 from reactchat.engine.spec import AgentSpec
-from reactchat.engine.usage import CHARS_PER_TOKEN, measured
+from reactchat.engine import tokens
+from reactchat.engine.usage import measured
 from reactchat.messages import CompactionEvent, Request, SystemMessage, Usage, UserMessage
 from reactchat.models import Model
 from reactchat.protocols.formats import strip_reasoning
@@ -42,8 +43,9 @@ Carried = tuple[str, list[tuple[str, str]], CompactionEvent | None]
 
 
 def count(model: Model, text: str) -> int:
-    """Tokens of ``text`` for ``model``: the characters-per-token estimate for now."""
-    return -(-len(text) // CHARS_PER_TOKEN)
+    """Tokens of ``text`` for ``model`` (``reactchat.engine.tokens.count``: its own tokenizer,
+    else the ratio its server's usage taught)."""
+    return tokens.count(model, text)
 
 
 def window(agent: AgentSpec) -> int:
@@ -87,7 +89,9 @@ async def carried(
     summary, after = (latest.summary, latest.through_turn) if latest else ("", 0)
     turns = state.answered(before=turn, after=after)
     history = [(question, answer) for _, question, answer in turns]
-    limit = threshold * CHARS_PER_TOKEN  # the prompt's size is in characters
+    # the prompt's size is in characters: the threshold too, at what a token of this text is
+    per_token = tokens.chars_per_token(agent.model, summary + "".join(q + a for q, a in history))
+    limit = int(threshold * per_token)
     prompt = size(summary, history)
     if prompt <= limit:
         return summary, history, None
@@ -144,7 +148,7 @@ async def compact_steps(loop: Loop, through: int) -> CompactionEvent | None:
     elided, as without compaction)."""
     transcript = loop.transcript
     text = transcript.steps_text(through)
-    limit = int(loop.context_chars / CHARS_PER_TOKEN * SUMMARY_SHARE)
+    limit = int(loop.context_chars / tokens.chars_per_token(loop.model) * SUMMARY_SHARE)
     made = await summarise(loop.model, transcript.pack, "", text, limit)
     if made is None or not transcript.fold(through, made.summary):
         return None

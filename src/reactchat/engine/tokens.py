@@ -89,6 +89,15 @@ def count(model: Model, text: str) -> int:
     return math.ceil(len(text) / ratio(model.name))
 
 
+def chars_per_token(model: Model, sample: str = "") -> float:
+    """How many characters a token of ``model`` is, for budgets kept in characters: measured
+    on ``sample`` with the model's own tokenizer, else learned from its server's usage
+    (``ratio``). A Japanese prompt is near one character a token, an English one near four."""
+    if sample and isinstance(model, Tokenizer):
+        return len(sample) / max(1, model.count_tokens(sample))
+    return ratio(model.name)
+
+
 def window(model: Model) -> int | None:
     """``model``'s context window in tokens, None when unknown."""
     return model.context_tokens
@@ -158,6 +167,7 @@ __all__ = [
     "HISTORY_SHARE",
     "TokenCalibrations",
     "Tokenizer",
+    "chars_per_token",
     "count",
     "discover",
     "forget_calibration",
