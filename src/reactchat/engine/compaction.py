@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from reactchat.engine import tokens
 from reactchat.engine.session import SessionState
 from reactchat.engine.spec import AgentSpec
-from reactchat.engine import tokens
 from reactchat.engine.usage import measured
 from reactchat.messages import CompactionEvent, Request, SystemMessage, Usage, UserMessage
 from reactchat.models import Model
