@@ -316,7 +316,7 @@ class Run:
         def size(summary: str, history: list[tuple[str, str]]) -> int:
             return transcript(agent, specs, history, turn.question, summary=summary).size
 
-        return await carried(agent, state, turn.index, size)
+        return await carried(agent, state, turn.index, turn.question, size)
 
     # ------------------------------------------------------------------ deltas
 
