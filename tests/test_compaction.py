@@ -69,7 +69,8 @@ class Oracle:
 
     def __init__(self, steps: int = 0, fail: str = "") -> None:
         self.steps = steps
-        #: ``error``: every summary call fails; ``long``: every summary is far too long
+        #: ``error``: every summary call fails; ``long``: every summary is far too long;
+        #: ``forgetful``: every summary keeps no number
         self.fail = fail
         self.requests: list[Request] = []
         self.summaries: list[Request] = []
@@ -83,6 +84,8 @@ class Oracle:
             if self.fail == "error":
                 raise ModelError("the summary call failed")
             text = " ".join(f"{n}={v}" for n, v in known(request.messages[1].content).items())
+            if self.fail == "forgetful":  # a small model's summary: the numbers are gone
+                text = "The user told me many codes."
             return Reply(parts=[TextPart(text=text * (50 if self.fail == "long" else 1))], usage=usage)
         self.requests.append(request)
         native = bool(request.tools)
@@ -316,3 +319,54 @@ async def test_a_failed_summary_of_steps_is_not_asked_again_in_the_run() -> None
     assert result.status == "done" and len(oracle.summaries) == 1
     within(oracle.requests, 16_000)  # old observations were elided instead
     assert not [e for e in result.events if isinstance(e, CompactionEvent)]
+
+
+async def test_the_compaction_streams_with_its_turn_after_the_message() -> None:
+    agent = Agent(Oracle(), compact_at=0.8, context_tokens=1200, ask_user=False)
+    session, streamed = None, []
+    for n in range(1, 30):
+        result = await agent.arun(f"remember code {n} is {value(n)}" + " and so on" * 40, session)
+        session = result.session
+        streamed += [[e.type for e in result.events]]
+    made = [types for types in streamed if "compaction" in types]
+    assert made and all(types[:2] == ["user", "compaction"] for types in made), made
+    assert session is not None
+    stored = [e for e in await agent.store.events(session) if isinstance(e, CompactionEvent)]
+    assert len(stored) == len(made)
+
+
+class CharTokens(Oracle):
+    """An oracle whose tokenizer counts a token a character, as tokenizers nearly do on Japanese."""
+
+    def count_tokens(self, text: str) -> int:
+        return len(text)
+
+
+async def test_compaction_keeps_prompts_within_the_window_by_the_models_own_token_count() -> None:
+    oracle = CharTokens()
+    agent = Agent(oracle, compact_at=0.8, context_tokens=3000, ask_user=False)
+    session = None
+    for n in range(1, 61):
+        session = (await agent.arun(f"remember code {n} is {value(n)}", session)).session
+    largest = max(len(prompt_text(r)) for r in oracle.requests)
+    assert largest <= 3000, f"a prompt of {largest} tokens passed the window of 3000"
+    reachable = known(prompt_text(oracle.requests[-1]))
+    assert all(reachable.get(n) == value(n) for n in range(1, 61))
+    assert oracle.summaries
+
+
+async def test_a_fact_the_summary_lost_is_recalled_from_the_turn_that_said_it(store_url: str) -> None:
+    oracle = Oracle(fail="forgetful")
+    agent = Agent(oracle, store=store_url, compact_at=0.8, context_tokens=800, ask_user=False)
+    session = None
+    for n in range(1, 41):
+        session = (await agent.arun(f"remember code {n} is {value(n)}", session)).session
+    assert oracle.summaries and session is not None
+    result = await agent.arun("what is code 3?", session)
+    assert result.answer == f"code 3 is {value(3)}"
+    prompt = oracle.requests[-1].messages[1].content
+    assert "The user told me many codes." in prompt  # the summary, which lost it
+    recalled = prompt.split(PACKS["en"].recalled_header, 1)[1].split(PACKS["en"].history_header, 1)[0]
+    assert f"remember code 3 is {value(3)}" in recalled
+    assert recalled.count("User:") <= 2
+    await agent.store.close()

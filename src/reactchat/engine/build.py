@@ -7,6 +7,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from reactchat.engine import tokens
 from reactchat.engine.approval import Policy, either
 from reactchat.engine.budget import Spending, check_priced
 from reactchat.engine.forks import ForkLookup
@@ -93,9 +94,11 @@ async def make_loop(
     if agent.effects:
         tools = [with_effect(t, agent.effects[t.name]) if t.name in agent.effects else t for t in tools]
     model = agent.model
+    await tokens.discover(model)  # a sub-agent's model may not have been asked yet
     check_priced(spending.budget if spending is not None else None, model.name)
     notes = await agent.hooks.instructions_for(session, store, question)
-    context = min(agent.context_tokens, model.context_tokens or agent.context_tokens) * CHARS_PER_TOKEN
+    window = min(agent.context_tokens, model.context_tokens or agent.context_tokens)
+    context = int(window * tokens.chars_per_token(model))  # the loop keeps its budget in characters
     return Loop(
         session=session,
         turn=turn,

@@ -16,9 +16,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from reactchat.engine import tokens
+from reactchat.engine.recall import RECALL_SHARE, recalled
 from reactchat.engine.session import SessionState
 from reactchat.engine.spec import AgentSpec
-from reactchat.engine.usage import CHARS_PER_TOKEN, measured
+from reactchat.engine.usage import measured
 from reactchat.messages import CompactionEvent, Request, SystemMessage, Usage, UserMessage
 from reactchat.models import Model
 from reactchat.protocols.formats import strip_reasoning
@@ -36,13 +38,17 @@ SUMMARY_SHARE = 0.25
 #: the newest steps of a run are never summarised
 KEEP_STEPS = 2
 
-#: what a run of a turn carries: the summary of the turns before, and the turns after it
-Carried = tuple[str, list[tuple[str, str]]]
+#: an answered turn: its index, question and answer
+Answered = tuple[int, str, str]
+#: what a run of a turn carries: the summary of the turns before, the turns after it, and
+#: the compaction made for this run (stored already), if one was
+Carried = tuple[str, list[tuple[str, str]], CompactionEvent | None]
 
 
 def count(model: Model, text: str) -> int:
-    """Tokens of ``text`` for ``model``: the characters-per-token estimate for now."""
-    return -(-len(text) // CHARS_PER_TOKEN)
+    """Tokens of ``text`` for ``model`` (``reactchat.engine.tokens.count``: its own tokenizer,
+    else the ratio its server's usage taught)."""
+    return tokens.count(model, text)
 
 
 def window(agent: AgentSpec) -> int:
@@ -76,20 +82,29 @@ async def summarise(model: Model, pack: PromptPack, previous: str, text: str, li
 
 
 async def carried(
-    agent: AgentSpec, state: SessionState, turn: int, size: Callable[[str, list[tuple[str, str]]], int]
+    agent: AgentSpec, state: SessionState, turn: int, question: str, size: Callable[[str, list[tuple[str, str]]], int]
 ) -> Carried:
     """The summary and the turns a run of ``turn`` carries in its prompt, compacting first
-    when the prompt (``size(summary, history)``, in characters) would pass ``compact_at``."""
+    when the prompt (``size(summary, history)``, in characters) would pass ``compact_at``.
+    The summary comes with the earlier turns not carried whole that best match ``question``
+    (``reactchat.engine.recall``)."""
     assert agent.compact_at is not None
     threshold = int(agent.compact_at * window(agent))
     latest = state.compaction(turn)
     summary, after = (latest.summary, latest.through_turn) if latest else ("", 0)
     turns = state.answered(before=turn, after=after)
-    history = [(question, answer) for _, question, answer in turns]
-    limit = threshold * CHARS_PER_TOKEN  # the prompt's size is in characters
+    history = [(q, a) for _, q, a in turns]
+    # the prompt's size is in characters: the threshold too, at what a token of this text is
+    per_token = tokens.chars_per_token(agent.model, summary + "".join(q + a for q, a in history))
+    limit = int(threshold * per_token)
     prompt = size(summary, history)
+    room = int(limit * RECALL_SHARE)
     if prompt <= limit:
-        return summary, history
+        return (
+            with_recalled(agent.pack, state, turn, question, summary, turns, min(room, limit - prompt)),
+            history,
+            None,
+        )
     others = prompt - len(summary) - sum(len(q) + len(a) for q, a in history)
     keep = max(0, int(limit * KEEP_SHARE) - others)
     kept = state.answered(before=turn, after=after, budget=keep)
@@ -98,9 +113,27 @@ async def carried(
     through = kept[0][0] - 1 if kept else turns[-1][0] if turns else after
     event = await compact_turns(agent, state, turn, through, threshold)
     if event is None:
-        budget = max(0, limit - others - len(summary))
-        return summary, state.history(before=turn, after=after, budget=budget)
-    return event.summary, state.history(before=turn, after=through)
+        budget = max(0, limit - others - len(summary) - room)
+        dropped = state.answered(before=turn, after=after, budget=budget)
+        shown = with_recalled(agent.pack, state, turn, question, summary, dropped, room)
+        return shown, [(q, a) for _, q, a in dropped], None
+    after_summary = state.answered(before=turn, after=through)
+    shown = with_recalled(agent.pack, state, turn, question, event.summary, after_summary, room)
+    return shown, [(q, a) for _, q, a in after_summary], event
+
+
+def with_recalled(
+    pack: PromptPack, state: SessionState, turn: int, question: str, summary: str, carried: list[Answered], room: int
+) -> str:
+    """``summary`` as a prompt carries it: followed by the earlier turns that are not
+    ``carried`` whole and best match ``question``, within ``room`` characters."""
+    first = carried[0][0] if carried else turn
+    earlier = [(q, a) for _, q, a in state.answered(before=first)]
+    found = recalled(question, earlier, room) if earlier and room > 0 else []
+    if not found:
+        return summary
+    lines = "\n".join(f"{pack.user}: {q}\n{pack.assistant}: {a}" for q, a in found)
+    return "\n\n".join(filter(None, [summary, f"{pack.recalled_header}\n{lines}"]))
 
 
 async def compact_turns(
@@ -143,7 +176,7 @@ async def compact_steps(loop: Loop, through: int) -> CompactionEvent | None:
     elided, as without compaction)."""
     transcript = loop.transcript
     text = transcript.steps_text(through)
-    limit = int(loop.context_chars / CHARS_PER_TOKEN * SUMMARY_SHARE)
+    limit = int(loop.context_chars / tokens.chars_per_token(loop.model) * SUMMARY_SHARE)
     made = await summarise(loop.model, transcript.pack, "", text, limit)
     if made is None or not transcript.fold(through, made.summary):
         return None

@@ -29,7 +29,7 @@ from reactchat.engine.output import Output
 from reactchat.engine.session import Outcome, Pending, RunResult, SessionState, Turn
 from reactchat.engine.spec import AgentSpec
 from reactchat.errors import AlreadyAnswered, NothingToRun, SessionBusy, SessionNotFound, TurnFailed
-from reactchat.messages import DeltaEvent, ErrorEvent, Event, ImagePart, UserEvent
+from reactchat.messages import CompactionEvent, DeltaEvent, ErrorEvent, Event, ImagePart, UserEvent
 from reactchat.store import Store
 from reactchat.store._artifacts import safe_name
 
@@ -43,6 +43,22 @@ async def turn_events(store: Store, session: str) -> tuple[list[Event], int]:
     many of the session's events that read covers."""
     events = await store.turn_events(session)
     return events, events[-1].seq if events else 0
+
+
+def after(compacted: CompactionEvent | None, events: AsyncIterator[Event], first: int = 0) -> AsyncIterator[Event]:
+    """``events`` with the compaction made before the run started among them, in the order
+    they were stored: after the ``first`` events (recorded before it), else first."""
+    return events if compacted is None else _inserted(compacted, events, first)
+
+
+async def _inserted(compacted: CompactionEvent, events: AsyncIterator[Event], first: int) -> AsyncIterator[Event]:
+    async for event in events:
+        if first == 0:
+            yield compacted
+        first -= 1
+        yield event
+    if first >= 0:  # a stretch with fewer events than came before the compaction
+        yield compacted
 
 
 class Run:
@@ -202,9 +218,9 @@ class Run:
         last = state.last
         # an interrupted turn is finished first; a cancelled one only when asked (``resume``)
         if last is not None and (last.status == "interrupted" or (last.status == "cancelled" and self.message is None)):
-            loop, releases = await self._loop(state, last, closing=self.message is None)
+            loop, releases, compacted = await self._loop(state, last, closing=self.message is None)
             outcome = last.outcome.copy()  # folded on in ``_events``
-            yield loop.recover(self._mine(last)), last, outcome, releases
+            yield after(compacted, loop.recover(self._mine(last))), last, outcome, releases
             if self.message is None or outcome.pending is not None:
                 return  # a question the sender has not seen comes first; the message is not recorded
             state.turns[-1] = Turn(last.index, last.question, self.result.events if self.result else [], last.images)
@@ -214,25 +230,26 @@ class Run:
                 raise NothingToRun(self.session)
             return
         if pending is not None and last is not None:
-            loop, releases = await self._loop(state, last, closing=True)
+            loop, releases, compacted = await self._loop(state, last, closing=True)
             outcome = last.outcome.copy()  # folded on in ``_events``
             if pending.run == self.run_id and isinstance(loop, Loop):
                 replies = loop.resume(pending, self.message)
             else:
                 replies = self._answer_nested(loop, last, pending)
-            yield replies, last, outcome, releases
+            yield after(compacted, replies), last, outcome, releases
         else:
             turn = Turn(last.index + 1 if last else 1, self.message, images=self.images)
             await kept_images(self.agent.store, self.session, self.images)
             await self.agent.hooks.message_arrived(self.session, self.message)
-            loop, releases = await self._loop(state, turn, closing=True)
+            loop, releases, compacted = await self._loop(state, turn, closing=True)
             if self._opened is not None:
                 assert isinstance(loop, Loop) and self._opened.turn == turn.index  # as ``_opening`` foresaw
-                yield loop.start(self.message, self._opened), turn, Outcome(), releases
+                # recorded with the lock, the message comes before the compaction made since
+                yield after(compacted, loop.start(self.message, self._opened), 1), turn, Outcome(), releases
             elif isinstance(loop, Loop):
-                yield loop.start(self.message, images=self.images), turn, Outcome(), releases
+                yield after(compacted, loop.start(self.message, images=self.images)), turn, Outcome(), releases
             else:
-                yield loop.start(self.message), turn, Outcome(), releases
+                yield after(compacted, loop.start(self.message)), turn, Outcome(), releases
 
     async def _answer_nested(self, runner: Runner, turn: Turn, pending: Pending) -> AsyncIterator[Event]:
         """Reply to an item a nested run asked (a sub-agent, a plan step): the reply is stored
@@ -266,13 +283,16 @@ class Run:
         """This run's events among the turn's (a turn's events include its sub-agents')."""
         return [e for e in turn.events if e.run == self.run_id]
 
-    async def _loop(self, state: SessionState, turn: Turn, closing: bool = False) -> tuple[Runner, bool]:
-        """The runner of this run for ``turn``, its stored events replayed, and whether its
-        final answer releases the turn's lock. A ``closing`` runner runs the run's last
+    async def _loop(
+        self, state: SessionState, turn: Turn, closing: bool = False
+    ) -> tuple[Runner, bool, CompactionEvent | None]:
+        """The runner of this run for ``turn``, its stored events replayed, whether its final
+        answer releases the turn's lock, and the compaction of earlier turns made for it (stored
+        already, to be yielded with the run's events). A ``closing`` runner runs the run's last
         stretch: a plain ReAct loop's final answer then releases the lock in its own store
         transaction (a plan or Reflexion loop's answers need not be the last)."""
         agent = self.agent
-        summary, history = await self._history(state, turn)
+        summary, history, compacted = await self._history(state, turn)
         releases = closing and agent.reflect is None and not agent.plan
         self._spending = Spending.of(self.budget, turn.events) if self.budget is not None else None
         loop = await make_loop(
@@ -294,22 +314,23 @@ class Run:
         )
         runner = self.runners(agent, loop, turn.question, history, self._mine(turn))
         assert runner is loop or not releases  # only a plain ReAct loop's answer ends the turn
-        return runner, releases
+        return runner, releases, compacted
 
     async def _history(self, state: SessionState, turn: Turn) -> Carried:
         """What a run of ``turn`` carries of the turns before it: the newest that fit
         ``history_tokens`` or, with ``compact_at``, the latest summary and the turns after it
         (compacted first when the prompt would pass ``compact_at`` of the window)."""
         agent = self.agent
+        await tokens.discover(agent.model)  # the first run of a remote model asks its server
         if agent.compact_at is None:
             budget = tokens.history_chars(agent.model, agent.history_tokens, agent.context_tokens)
-            return "", state.history(before=turn.index, budget=budget)
+            return "", state.history(before=turn.index, budget=budget), None
         specs = [t.spec for t in agent.tools]
 
         def size(summary: str, history: list[tuple[str, str]]) -> int:
             return transcript(agent, specs, history, turn.question, summary=summary).size
 
-        return await carried(agent, state, turn.index, size)
+        return await carried(agent, state, turn.index, turn.question, size)
 
     # ------------------------------------------------------------------ deltas
 

@@ -10,9 +10,10 @@
   starts calibrated; until a model has reported ``MIN_TOKENS`` tokens the ratio is
   ``CHARS_PER_TOKEN``.
 
-``window(model)`` is ``model.context_tokens``: the embedded models know theirs, the
-remote adapters take it from the user (``OpenAIModel(context_tokens=...)``), None when
-nobody said.
+``window(model)`` is ``model.context_tokens``: the embedded models know theirs; a remote
+model's is the user's (``OpenAIModel(context_tokens=...)``) or what its server publishes,
+read once by ``discover`` before the first run that needs it (``reactchat.models._window``);
+None when nobody says.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Protocol, runtime_checkable
 
 from reactchat.messages import Request, Usage
 from reactchat.models import Model
+from reactchat.models._window import PublishesWindow
 
 #: characters per token before a model has reported usage (a rough, model-agnostic estimate)
 CHARS_PER_TOKEN = 4.0
@@ -87,9 +89,26 @@ def count(model: Model, text: str) -> int:
     return math.ceil(len(text) / ratio(model.name))
 
 
+def chars_per_token(model: Model, sample: str = "") -> float:
+    """How many characters a token of ``model`` is, for budgets kept in characters: measured
+    on ``sample`` with the model's own tokenizer, else learned from its server's usage
+    (``ratio``). A Japanese prompt is near one character a token, an English one near four."""
+    if sample and isinstance(model, Tokenizer):
+        return len(sample) / max(1, model.count_tokens(sample))
+    return ratio(model.name)
+
+
 def window(model: Model) -> int | None:
     """``model``'s context window in tokens, None when unknown."""
     return model.context_tokens
+
+
+async def discover(model: Model) -> int | None:
+    """``model``'s window, asking its server the first time if it may publish one (a
+    lookup of what was read every time after)."""
+    if isinstance(model, PublishesWindow):
+        await model.read_context_tokens()
+    return window(model)
 
 
 def history_chars(model: Model, history_tokens: int | None, context_tokens: int) -> int:
@@ -148,7 +167,9 @@ __all__ = [
     "HISTORY_SHARE",
     "TokenCalibrations",
     "Tokenizer",
+    "chars_per_token",
     "count",
+    "discover",
     "forget_calibration",
     "history_chars",
     "learn",

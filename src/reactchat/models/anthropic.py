@@ -59,6 +59,7 @@ from reactchat.models._http import (
     spec_options,
 )
 from reactchat.models._http_prefill import finish_scratchpad, prefill_as_user, split_prefill
+from reactchat.models._window import Window, anthropic_window, claude_window
 
 _INSTALL_HINT = "pip install 'reactchat[anthropic]'"
 _ANTHROPIC_URL = "https://api.anthropic.com"
@@ -136,12 +137,23 @@ class AnthropicModel:
         self.on_delta = on_delta
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self.context_tokens = context_tokens
         self.timeout = timeout
         self.policy = RetryPolicy(retries=retries, backoff=backoff)
         self._http_client = http_client
         self._endpoint = Endpoint("Anthropic", model, self.base_url, "ANTHROPIC_API_KEY", "anthropic")
         self._clients = ClientPerLoop(self._new_client)
+        # the Models API's max_input_tokens, else Anthropic's documented window (models/_window.py)
+        ask = lambda: anthropic_window(self._clients.get, model)  # noqa: E731
+        self._window = Window(context_tokens, ask, fallback=claude_window(model))
+
+    @property
+    def context_tokens(self) -> int | None:
+        """The context window: ``context_tokens=``, or the API's if it says a smaller one."""
+        return self._window.tokens
+
+    async def read_context_tokens(self) -> int | None:
+        """Ask the Models API for the window, once (``reactchat.models._window``)."""
+        return await self._window.read()
 
     def _new_client(self) -> Any:
         return _sdk().AsyncAnthropic(

@@ -68,6 +68,7 @@ from reactchat.models._http import (
     spec_options,
 )
 from reactchat.models._http_prefill import finish_scratchpad, prefill_as_user, split_prefill
+from reactchat.models._window import Window, openai_compatible_window
 
 _INSTALL_HINT = "pip install 'reactchat[openai]'"
 _OPENAI_URL = "https://api.openai.com/v1"
@@ -156,7 +157,9 @@ class OpenAIModel:
         self.on_delta = on_delta
         self.max_tokens = max_tokens
         self.temperature = temperature
-        self.context_tokens = context_tokens
+        # OpenAI's own API publishes no window; other servers may (models/_window.py)
+        ask = lambda: openai_compatible_window(self.base_url, model, key, http_client)  # noqa: E731
+        self._window = Window(context_tokens, None if self.base_url == _OPENAI_URL else ask)
         self.timeout = timeout
         self.policy = RetryPolicy(retries=retries, backoff=backoff)
         self.extra_body = extra_body
@@ -168,6 +171,15 @@ class OpenAIModel:
         provider = "OpenAI" if self.base_url == _OPENAI_URL else "the OpenAI-compatible server"
         self._endpoint = Endpoint(provider, model, self.base_url, "OPENAI_API_KEY", "openai")
         self._clients = ClientPerLoop(self._new_client)
+
+    @property
+    def context_tokens(self) -> int | None:
+        """The context window: ``context_tokens=``, or the server's if it says a smaller one."""
+        return self._window.tokens
+
+    async def read_context_tokens(self) -> int | None:
+        """Ask the server for its window, once (``reactchat.models._window``)."""
+        return await self._window.read()
 
     def _new_client(self) -> Any:
         return _sdk().AsyncOpenAI(

@@ -34,6 +34,8 @@ class PromptPack:
     summary_request: str = ""
     summary_header: str = ""
     steps_header: str = ""
+    #: what introduces the earlier turns a summary covers that match the new message
+    recalled_header: str = ""
 
     def example_block(self) -> str:
         """The example with this pack's labels, ready for the instructions."""
@@ -121,6 +123,7 @@ PACKS: dict[str, PromptPack] = {
         ),
         summary_header="Summary of the earlier conversation:",
         steps_header="Summary of the earlier steps",
+        recalled_header="Earlier turns that bear on the question:",
     ),
     "fr": PromptPack(
         language="fr",
@@ -202,6 +205,7 @@ Question : À quelle heure est la marée haute à Brest aujourd'hui ?
         ),
         summary_header="Résumé de la conversation précédente :",
         steps_header="Résumé des étapes précédentes",
+        recalled_header="Échanges antérieurs qui touchent à la question :",
     ),
     "ja": PromptPack(
         language="ja",
@@ -276,6 +280,7 @@ Question : À quelle heure est la marée haute à Brest aujourd'hui ?
         ),
         summary_header="これまでの会話の要約：",
         steps_header="これまでのステップの要約",
+        recalled_header="質問に関わる以前のやり取り：",
     ),
 }
 
