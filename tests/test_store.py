@@ -880,15 +880,18 @@ async def test_postgres_lock_batch_in_one_round_trip(postgres_url: str, monkeypa
         assert await one.try_lock(a, "x", 60) and await one.try_lock(b, "x", 60)
         assert await two.try_lock(d, "y", 60)
         got = await one._lock_batch([(a, False, None), (c, True, 0), (b, False, None), (d, True, 0), (e, True, None)])
-        assert got[0] == got[2] == got[4] == [] and got[3] is None
-        assert [(ev.seq, ev.text) for ev in got[1]] == [(1, "in c")]
+        assert got[0] is got[2] is got[3] is None  # releases, and an attempt lost
+        assert isinstance(got[1], tuple) and isinstance(got[4], tuple) and got[4][0] == []
+        assert [(ev.seq, ev.text) for ev in got[1][0]] == [(1, "in c")]
+        assert got[1][1] < got[4][1]  # each lock its own fencing epoch, from one sequence
         assert await two.try_lock(a, "y", 60) and await two.try_lock(b, "y", 60)
         assert not await two.try_lock(c, "y", 60) and not await two.try_lock(e, "y", 60)
         held = marks()
         assert set(held) == {a, b, c, d, e} and held[a] == held[b] == held[d] != held[c] == held[e]
 
         # the same session both released and asked for: held once
-        assert await one._lock_batch([(c, False, None), (c, True, None)]) == [[], []]
+        released, taken = await one._lock_batch([(c, False, None), (c, True, None)])
+        assert released is None and isinstance(taken, tuple) and taken[0] == []
         await one._lock_batch([(c, False, None)])
         assert await two.try_lock(c, "y", 60)
         await two._lock_batch([(c, False, None), (a, False, None), (b, False, None)])
@@ -896,7 +899,7 @@ async def test_postgres_lock_batch_in_one_round_trip(postgres_url: str, monkeypa
         # a statement fails: the releases done, nothing of the batch held or marked
         monkeypatch.setattr(module, "_READ", "SELECT 1, %s::int[] / 0, %s::text[]")
         got = await one._lock_batch([(e, False, None), (a, True, 0), (b, True, 0), (c, True, None)])
-        assert got[0] == [] and all(isinstance(g, psycopg.errors.Error) for g in got[1:])
+        assert got[0] is None and all(isinstance(g, psycopg.errors.Error) for g in got[1:])
         assert set(marks()) == {d}
         for session in (a, b, c, e):
             assert await two.try_lock(session, "y", 60)

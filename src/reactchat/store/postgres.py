@@ -47,11 +47,12 @@ import itertools
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
+from reactchat.errors import TurnTakenOver
 from reactchat.messages import Event, stored_event, stored_json
-from reactchat.store import SessionNotFound, _facts
+from reactchat.store import SessionNotFound, _facts, _lease
 from reactchat.store import _migrations as migrations
 from reactchat.store._artifacts import MAX_ARTIFACTS, MAX_SESSION_BYTES, PRUNE, Artifact, content_type
 from reactchat.store._batch import Batcher
@@ -141,16 +142,21 @@ SCHEMA.add(
     "m008_facts_token_calibrations",  # memory across sessions (reactchat.memory), tokens per model (engine.tokens)
     *_facts.tables("BYTEA", "DOUBLE PRECISION"),
 )
+SCHEMA.add(9, "m009_turn_leases", *_lease.MIGRATION)  # leases and fencing epochs of running turns (store/_lease.py)
 
 #: one statement for a whole batch of events, from any number of sessions: each row's
 #: ``seq`` is the session's last one plus its rank among the batch's rows of that session
 #: (the subquery sees the table as it was before the statement). The rows come as one JSON
 #: array (``_rows``): one text parameter costs psycopg less than seven arrays. Each event's
 #: JSON is a string in it (a ``json`` field would be unescaped on the way: ``\\u0000`` fails).
-_APPEND = """INSERT INTO events (session, seq, turn, step, type, at, body)
+#: A row whose ``epoch`` is set (its writer holds the session's turn lock) is fenced
+#: (``_lease.FENCE``): it is not written, nor returned, if another worker took the turn over.
+_APPEND = f"""INSERT INTO events (session, seq, turn, step, type, at, body)
 SELECT r.session, COALESCE((SELECT MAX(e.seq) FROM events e WHERE e.session = r.session), 0) + r.rank,
        r.turn, r.step, r.type, r.at, r.body::json
-FROM json_to_recordset(%s::json) AS r(session text, rank int, turn int, step int, type text, at float8, body text)
+FROM json_to_recordset(%s::json)
+    AS r(session text, rank int, turn int, step int, type text, at float8, body text, epoch bigint)
+WHERE {_lease.FENCE}
 RETURNING session, seq"""
 
 #: a fork: the original's last seq (no row: no such session), its row locked against a delete
@@ -173,19 +179,22 @@ _CREATE = "INSERT INTO sessions (id, created_at, active_at) VALUES (%s, %s, %s) 
 _CREATE_MANY = """INSERT INTO sessions (id, created_at, active_at) SELECT s, %s, %s FROM unnest(%b::text[]) AS t(s)
 ON CONFLICT (id) DO NOTHING"""
 
-#: turn locks for a batch of sessions, each won one marked as running on this backend; the mark's
-#: ``since`` is when the session became active (``sessions.active_at`` is written once per turn,
-#: at its end: a non-HOT update of an indexed column, the costliest write of a turn's lock)
-_LOCK = """WITH t AS MATERIALIZED (
+#: turn locks for a batch of sessions, each won one marked as running on this backend with a new
+#: fencing epoch and a lease (``_lease``), both returned; the mark's ``since`` is when the session
+#: became active (``sessions.active_at`` is written once per turn, at its end: a non-HOT update
+#: of an indexed column, the costliest write of a turn's lock)
+_LOCK = f"""WITH t AS MATERIALIZED (
     SELECT s, i, pg_try_advisory_lock(hashtextextended(s, %s)) AS won FROM unnest(%b::text[]) WITH ORDINALITY AS t(s, i)
 ), marked AS (
-    INSERT INTO running_turns (session, backend, backend_start, since)
-    SELECT s, pg_backend_pid(), %s::timestamptz, %s
+    INSERT INTO running_turns (session, backend, backend_start, since, epoch, lease_until)
+    SELECT s, pg_backend_pid(), %s::timestamptz, %s, {_lease.NEW_EPOCH}, {_lease.NEW_LEASE}
     FROM t WHERE won
     ON CONFLICT (session) DO UPDATE
-    SET backend = excluded.backend, backend_start = excluded.backend_start, since = excluded.since, cancel = NULL
+    SET backend = excluded.backend, backend_start = excluded.backend_start, since = excluded.since, cancel = NULL,
+        epoch = excluded.epoch, lease_until = excluded.lease_until
+    RETURNING session, epoch
 )
-SELECT won FROM t ORDER BY i"""
+SELECT t.won, m.epoch FROM t LEFT JOIN marked m ON m.session = t.s ORDER BY t.i"""
 #: a batch of turn locks released in one statement: their marks go and their sessions were
 #: active until now, before any lock is let go (the scalar subqueries run first: once a lock
 #: is free, another worker may mark the session as its own)
@@ -220,11 +229,8 @@ JOIN sessions x ON x.id = r.s LEFT JOIN events e ON e.session = r.s ORDER BY r.i
 _TURN_READ_ONE = """SELECT 1, e.seq, e.turn, e.type, e.body::text FROM sessions s LEFT JOIN events e ON e.session = s.id
 WHERE s.id = %s ORDER BY e.seq"""
 
-#: the backend of a mark ``r`` in ``running_turns`` still runs (a pid may come back: its start time tells)
-_LIVE = """EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend
-    AND (a.backend_start IS NULL OR r.backend_start IS NULL OR a.backend_start = r.backend_start))"""
-#: running turns whose backend has ended
-_ORPHANED = f"SELECT session, backend FROM running_turns r WHERE NOT {_LIVE}"
+#: the backend of a mark ``r`` in ``running_turns`` still runs
+_LIVE = _lease.LIVE
 #: a session idle since before a time — no turn of it running, none started since (a mark left by
 #: a dead holder tells when its turn started) — deleted, and the marks its dead holders left
 _EXPIRE = f"""WITH gone AS (
@@ -237,16 +243,13 @@ SELECT count(*) FROM gone"""
 _IDLE = """SELECT id FROM sessions s WHERE active_at < %(before)s
 AND NOT EXISTS (SELECT 1 FROM running_turns r WHERE r.session = s.id AND r.since >= %(before)s)
 ORDER BY active_at, id LIMIT %(limit)s"""
-#: the mark of a turn whose holder died, claimed: its start becomes the session's last activity
-_CLAIM = """WITH gone AS (DELETE FROM running_turns WHERE session = %s AND backend = %s RETURNING session, since),
-active AS (UPDATE sessions s SET active_at = greatest(s.active_at, gone.since) FROM gone WHERE s.id = gone.session)
-SELECT count(*) FROM gone"""
-
 #: a call of the lock batch: the session, take (else release), and after which event to read
 #: its events once taken (None: no read)
 _LockCall = tuple[str, bool, "int | None"]
-#: what a call of the lock batch gets: None for an attempt lost, else the events it asked for
-_Outcome = list[Event] | BaseException | None
+#: what an attempt of the lock batch gets: None when lost, else the events it asked for and the
+#: lock's fencing epoch (a release gets None)
+_Won = tuple[list[Event], int]
+_Outcome = _Won | BaseException | None
 
 #: whether a batch of kept views is still whole: each session's events from the view's last one
 #: on (its seq given), and whether that one's stored JSON is still the view's (a session deleted
@@ -277,9 +280,12 @@ class PostgresStore:
     on one more connection of their own, taken and released in batches the same way.
     """
 
-    def __init__(self, url: str, pool_size: int = 4) -> None:
+    def __init__(self, url: str, pool_size: int = 4, lease: float | None = None) -> None:
         if pool_size < 1:
             raise ValueError("pool_size must be at least 1")
+        #: the fencing epochs of the turn locks held here, and their leases (``lease`` seconds,
+        #: default ``REACTCHAT_LEASE_SECONDS`` or 5): see ``store/_lease.py``
+        self._fences = _lease.Fences(lease if lease is not None else _lease.lease_from_env())
         #: the URL of this database, for components that open their own connection to it
         self.url = url
         self.pool_size = pool_size
@@ -308,7 +314,7 @@ class PostgresStore:
         self._turn_reads: Batcher[str, tuple[list[Event], str]] = Batcher(self._turn_read_batch, concurrency=2)
         self._checks: Batcher[tuple[str, int, str], bool] = Batcher(self._check_batch, concurrency=2)
         self._creations: Batcher[str, None] = Batcher(self._create_batch)
-        self._lock_calls: Batcher[_LockCall, list[Event] | None] = Batcher(self._lock_batch)
+        self._lock_calls: Batcher[_LockCall, _Won | None] = Batcher(self._lock_batch)
 
     # ------------------------------------------------------------------ connections
 
@@ -373,6 +379,7 @@ class PostgresStore:
             conn.pgconn.finish()
         self._idle, self._lock_conn, self._listener = [], None, None
         self._held.clear()
+        self._fences.stop()
 
     async def close(self) -> None:
         """Disconnect (the store reconnects on next use)."""
@@ -381,9 +388,12 @@ class PostgresStore:
             return
         await self._appends.wait_idle()
         await self._lock_calls.wait_idle()
+        self._fences.stop()
         if self._held and self._lock_conn is not None and not self._lock_conn.closed:
-            # now, not when the server gets round to ending the backend
-            await self._lock_conn.execute("SELECT pg_advisory_unlock_all()")
+            # now, not when the server gets round to ending the backend (which may have ended
+            # already: another worker ends a holder whose lease ran out)
+            with contextlib.suppress(Exception):
+                await self._lock_conn.execute("SELECT pg_advisory_unlock_all()")
         conns = self._own()
         self._idle, self._lock_conn, self._listener = [], None, None
         self._held.clear()
@@ -544,8 +554,8 @@ class PostgresStore:
 
         if len(groups) > 1:
             try:
-                await self._insert([event for group in groups for event in group])
-                return [None] * len(groups)
+                refused = await self._insert([event for group in groups for event in group])
+                return [TurnTakenOver(group[0].session) if group[0].session in refused else None for group in groups]
             except (errors.ForeignKeyViolation, errors.UniqueViolation):
                 pass  # one group's fault (a deleted session, a writer without the lock): find which
         outcomes: list[BaseException | None] = []
@@ -562,7 +572,9 @@ class PostgresStore:
 
         for attempt in range(5):
             try:
-                return await self._insert(events)
+                if await self._insert(events):
+                    raise TurnTakenOver(events[0].session)
+                return
             except errors.ForeignKeyViolation:
                 raise SessionNotFound(events[0].session) from None
             except errors.UniqueViolation:
@@ -571,8 +583,10 @@ class PostgresStore:
                     raise
                 await asyncio.sleep(0.001 * (attempt + 1))
 
-    async def _insert(self, events: list[Event]) -> None:
-        rows, bodies = _rows(events)
+    async def _insert(self, events: list[Event]) -> set[str]:
+        """Write events in one statement; the sessions whose rows the fence refused (none of
+        their events is written: each session's rows carry the same epoch)."""
+        rows, bodies = _rows(events, self._fences.epoch)
         async with self._db() as db:
             cursor = await db.execute(_APPEND, (rows,))
             written = await cursor.fetchall()
@@ -580,14 +594,18 @@ class PostgresStore:
         seqs: dict[str, list[int]] = {}
         for session, seq in sorted(written, key=lambda row: (row[0], row[1]), reverse=True):
             seqs.setdefault(session, []).append(seq)
+        refused = {e.session for e in events if e.session not in seqs}
         for e in events:
-            e.seq = seqs[e.session].pop()
+            if e.session not in refused:
+                e.seq = seqs[e.session].pop()
         # each session's events of the batch, in order, join its view
         start = 0
         for i in range(1, len(events) + 1):
             if i == len(events) or events[i].session != events[start].session:
-                self._views.extend(events[start:i], bodies[i - 1])
+                if events[start].session not in refused:
+                    self._views.extend(events[start:i], bodies[i - 1])
                 start = i
+        return refused
 
     # ------------------------------------------------------------------ reflections
 
@@ -733,35 +751,34 @@ class PostgresStore:
             raise
         finally:
             del self._claims[session_id]
-        if got is not None:
-            self._held[session_id] = owner
-        return got
+        if got is None:
+            return None
+        events, epoch = got
+        self._held[session_id] = owner
+        self._fences.take(session_id, owner, epoch)  # this turn's appends carry its epoch
+        self._fences.keep_renewed(self._db)
+        return events
 
     async def unlock(self, session_id: str, owner: str) -> None:
         """Release the turn lock if ``owner`` holds it."""
+        self._fences.drop(session_id, owner)  # even if the lock ended with a lost connection
         if self._held.get(session_id) != owner:
             return
         del self._held[session_id]
         await self._lock_calls.submit((session_id, False, None))
 
     async def abandoned(self) -> list[str]:
-        """Sessions whose running turn's worker died: its mark names a backend that has ended.
+        """Sessions whose running turn's worker died or stopped renewing its lease.
 
         A worker that dies mid-turn leaves its turn interrupted; its advisory locks end
         with its connections, and its marks in ``running_turns`` stay behind, however
-        briefly the turn ran. Each such mark is removed here by exactly one caller, which
-        gets its session: of several workers looking at once, one takes the turn over.
+        briefly the turn ran. A worker cut off or frozen keeps its connections, but its
+        lease runs out: its lock connection is ended here (``_lease.abandoned``). Each such
+        mark is removed by exactly one caller, which gets its session: of several workers
+        looking at once, one takes the turn over.
         """
         async with self._db() as db:
-            cursor = await db.execute(_ORPHANED)
-            claimed = []
-            for session, backend in await cursor.fetchall():
-                # one row per statement: a claim never holds one mark while it waits for another
-                gone = await db.execute(_CLAIM, (session, backend))
-                row = await gone.fetchone()
-                if row is not None and row[0]:
-                    claimed.append(session)
-            return claimed
+            return await _lease.abandoned(db)
 
     async def request_cancel(self, session_id: str) -> bool:
         """Ask whichever worker runs the session's turn to cancel it; False if none runs it."""
@@ -794,23 +811,26 @@ class PostgresStore:
             )
             return [session for (session,) in await cursor.fetchall() if session in self._held]
 
-    def _give_back(self, session_id: str, request: asyncio.Future[list[Event] | None]) -> None:
+    def _give_back(self, session_id: str, request: asyncio.Future[_Won | None]) -> None:
         if not request.cancelled() and request.exception() is None and request.result() is not None:
             chore = asyncio.ensure_future(self._lock_calls.submit((session_id, False, None)))
             self._chores.add(chore)
             chore.add_done_callback(self._chores.discard)
 
-    async def _lock_batch(self, calls: list[_LockCall]) -> list[_Outcome]:
+    async def _lock_batch(self, calls: list[_LockCall], again: bool = False) -> list[_Outcome]:
         """Releases (their marks, then their locks, in one statement), then attempts, then the
         reads of the attempts that asked for one, on the lock connection, in one round trip
         (a pipeline: one transaction, each statement seeing what the ones before it did).
 
         Advisory locks are re-entrant per connection, so a release and a new attempt on
         the same session in one batch leave it held once whatever their order. An attempt
-        gets None when lost, else the events it asked for (``[]`` when it asked for none).
-        The reads go with the attempts, before it is known which won: a lost one's is dropped.
+        gets None when lost, else the events it asked for (``[]`` when it asked for none) and
+        its lock's fencing epoch (``_lease``). The reads go with the attempts, before it is
+        known which won: a lost one's is dropped.
         If a statement fails, the batch's sessions are left unlocked and unmarked (the
-        releases are done) and its attempts get the error (``_reset``).
+        releases are done) and its attempts get the error (``_reset``). If the lock
+        connection had ended (another worker ended it when this one's lease ran out, the
+        server restarted), its locks ended with it: the batch runs once more on a new one.
         """
         db = await self._lock_db()
         releases = [session for session, take, _ in calls if not take]
@@ -822,18 +842,26 @@ class PostgresStore:
                 if releases:
                     await db.execute(_RELEASE, {"s": releases, "now": time.time(), "space": LOCK_SPACE})
                 if attempts:
-                    locked = await db.execute(_LOCK, (LOCK_SPACE, attempts, self._backend_start, time.time()))
+                    marks = (LOCK_SPACE, attempts, self._backend_start, time.time(), self._fences.lease)
+                    locked = await db.execute(_LOCK, marks)
                 if asks:
                     # a statement of its own, after the lock's: it sees every append committed
                     # before the lock was taken
                     read = await db.execute(*_read_query(asks))
-            won = [bool(row[0]) for row in await locked.fetchall()] if attempts else []
+            won = [row[1] if row[0] else None for row in await locked.fetchall()] if attempts else []
             rows = await read.fetchall() if asks else []
         except Exception as exc:
-            await self._reset(db, [session for session, _, _ in calls])
-            return [exc if take else [] for _, take, _ in calls]
+            if db.closed or db.broken:
+                if not again:
+                    return await self._lock_batch(calls, again=True)
+            else:
+                await self._reset(db, [session for session, _, _ in calls])
+            return [exc if take else None for _, take, _ in calls]
         results = iter(won)
-        outcomes: list[_Outcome] = [([] if next(results) else None) if take else [] for _, take, _ in calls]
+        outcomes: list[_Outcome] = []
+        for _, take, _ in calls:
+            epoch = next(results) if take else None
+            outcomes.append(([], epoch) if epoch is not None else None)
         if asks:
             try:
                 found: list[list[Event] | BaseException] = _found(rows, asks)
@@ -841,8 +869,9 @@ class PostgresStore:
                 found = [exc] * len(asks)
             gone = []
             for i, got in zip(reads, found, strict=True):
-                if outcomes[i] is not None:
-                    outcomes[i] = got
+                taken = outcomes[i]
+                if isinstance(taken, tuple):
+                    outcomes[i] = got if isinstance(got, BaseException) else (got, taken[1])
                     if isinstance(got, BaseException):
                         gone.append(calls[i][0])
             if gone:  # locked, but no such session (or the read failed): the lock goes back at once
@@ -862,18 +891,20 @@ class PostgresStore:
                 return
 
 
-def _rows(events: list[Event]) -> tuple[str, list[str]]:
-    """A batch of events as ``_APPEND``'s JSON array (each with its rank among its session's),
-    and each event's stored JSON."""
+def _rows(events: list[Event], epoch: Callable[[str], int | None]) -> tuple[str, list[str]]:
+    """A batch of events as ``_APPEND``'s JSON array (each with its rank among its session's,
+    and the fencing ``epoch`` of its session's turn lock, if held), and each event's stored JSON."""
     ranks: dict[str, int] = {}
     rows = []
     bodies = []
     for e in events:
         ranks[e.session] = rank = ranks.get(e.session, 0) + 1
         bodies.append(body := stored_json(e))
+        fence = epoch(e.session)
         rows.append(
             f'{{"session":{json.dumps(e.session)},"rank":{rank},"turn":{e.turn},"step":{e.step},'
-            f'"type":{json.dumps(e.type)},"at":{e.at!r},"body":{json.dumps(body)}}}'
+            f'"type":{json.dumps(e.type)},"at":{e.at!r},"body":{json.dumps(body)},'
+            f'"epoch":{"null" if fence is None else fence}}}'
         )
     return f"[{','.join(rows)}]", bodies
 
@@ -932,7 +963,7 @@ async def _connect(url: str) -> AsyncConnection[Any]:
     except ImportError as exc:
         raise ImportError(f"the PostgreSQL store needs psycopg: pip install 'reactchat[postgres]' ({exc})") from None
     try:
-        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        conn = await psycopg.AsyncConnection.connect(_lease.with_link(url), autocommit=True)
     except psycopg.OperationalError as exc:
         raise ConnectionError(f"cannot connect to PostgreSQL at {_redact(url)}: {exc}".strip()) from None
     return conn
@@ -948,7 +979,7 @@ async def migrate(url: str) -> None:
     def run() -> None:
         import psycopg
 
-        with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        with psycopg.connect(_lease.with_link(url), autocommit=True) as conn, conn.transaction():
             migrations.migrate(migrations.Database(conn, "postgres"), SCHEMA, lock=migrations.POSTGRES_LOCK)
 
     await asyncio.to_thread(run)
