@@ -21,6 +21,7 @@ injects a fault once the turn's first tool call has been observed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -246,6 +247,21 @@ class Hosts:
                     raise RuntimeError("no worker is ready behind the balancer")
                 time.sleep(0.2)
 
+    def warm(self, timeout: float = 60) -> None:
+        """Turns through the balancer until each worker has run one: a worker's first turn
+        loads what it loads lazily (the uploaded-files index), which is no part of a takeover."""
+        deadline = time.monotonic() + timeout
+        warmed: set[str] = set()
+        for n in itertools.count():
+            with self.client(timeout=30) as client:
+                session = client.post("/v1/sessions").json()["session"]
+                client.post(f"/v1/sessions/{session}/messages", json={"message": f"warm{n}"}).read()
+            warmed |= {host for _, host in self.effects_of(f"warm{n}")}
+            if warmed == set(WORKERS):
+                return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {warmed} ran a turn behind the balancer")
+
     def log(self, host: str) -> str:
         return (self.dir / f"{host}.log").read_text(errors="replace")
 
@@ -369,6 +385,9 @@ class Trial:
     first: tuple[str, int] | None = None
     #: the host that held the turn after the fault, and its lock's epoch (None: nobody yet)
     then: tuple[str, int] | None = None
+    #: when the fault came (``time.time()``), and when the client read the turn's end
+    fault_at: float = 0.0
+    ended_at: float = 0.0
     #: seconds from the fault to the turn's lock held again (by another host, or a new epoch)
     takeover: float | None = None
     #: every event frame the client received, over all its streams: (seq, type, data)
@@ -391,7 +410,6 @@ def trial(hosts: Hosts, fault: str, question: str, hold: float = 0.0, deadline: 
     timeout = httpx.Timeout(connect=2.0, read=2.5, write=2.0, pool=2.0)
     with hosts.client(timeout=10) as client:
         result.session = client.post("/v1/sessions").json()["session"]
-    fault_at = 0.0
     watcher: threading.Thread | None = None
     until = time.monotonic() + deadline
     path = f"/v1/sessions/{result.session}/messages"
@@ -407,14 +425,14 @@ def trial(hosts: Hosts, fault: str, question: str, hold: float = 0.0, deadline: 
                         raise httpx.ReadError(f"status {stream.status_code}")
                     for seq, kind, data in frames(stream.iter_lines()):
                         if kind == "end":
-                            result.end = data
+                            result.end, result.ended_at = data, time.time()
                             break
                         if seq is not None:
                             result.received.append((seq, kind, data))
-                        if kind == "observation" and not fault_at:
+                        if kind == "observation" and not result.fault_at:
                             result.first = hosts.holder(result.session)
-                            fault_at = time.time()
-                            watcher = threading.Thread(target=_watch_takeover, args=(hosts, result, fault, fault_at))
+                            result.fault_at = time.time()
+                            watcher = threading.Thread(target=_watch_takeover, args=(hosts, result, result.fault_at))
                             watcher.start()
                             inject(hosts, fault, result.first[0] if result.first else "host1")
             if result.end.get("status") == "done":
@@ -449,7 +467,7 @@ def lift(hosts: Hosts, fault: str, host: str) -> None:
         hosts.thaw(host)
 
 
-def _watch_takeover(hosts: Hosts, result: Trial, fault: str, since: float) -> None:
+def _watch_takeover(hosts: Hosts, result: Trial, since: float) -> None:
     """Poll the database until the turn's lock is held again with a new epoch."""
     first_epoch = result.first[1] if result.first else -1
     while time.time() - since < 60:

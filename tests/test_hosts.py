@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,8 @@ pytestmark = pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "")
 def hosts() -> Iterator[Hosts]:
     built = Hosts(lease=LEASE)
     try:
-        yield built.start()
+        built.start().warm()
+        yield built
     finally:
         built.close()
 
@@ -52,9 +54,13 @@ def check(hosts: Hosts, done: Trial) -> list[str]:
     # each unsafe call ran once
     keys = [key for key, _ in hosts.effects_of(done.question)]
     assert keys == [f"{done.question}#{n}" for n in range(1, STEPS + 1)], keys
-    return [
-        m[1] for _, kind, body in stored if kind == "thought" for m in [re.search(r" on (host\d)", body["text"])] if m
-    ]
+    return writers(stored)
+
+
+def writers(stored: list[tuple[int, str, dict[str, Any]]]) -> list[str]:
+    """The host that wrote each thought of the turn, in order (the model names its host in each)."""
+    named = (re.search(r" on (host\d)", body["text"]) for _, kind, body in stored if kind == "thought")
+    return [found[1] for found in named if found]
 
 
 def stale_refused(hosts: Hosts, host: str, since: int, wait: float = 15.0) -> bool:

@@ -257,3 +257,36 @@ def test_a_turn_cut_off_by_a_lost_database_is_finished_by_its_worker_once_it_is_
     assert turn["answer"] == "finished after the read"
     kinds = [e["type"] for e in turn["events"]]
     assert kinds.count("answer") == 1 and kinds[0] == "user", kinds
+
+
+# ------------------------------------------------------------------ SQLite: one host
+
+
+def test_on_sqlite_a_frozen_worker_keeps_its_turn_and_finishes_it_once_it_thaws(tmp_path: Path) -> None:
+    """SQLite serves one host: a turn lock is its holder's pid, which a stopped process keeps.
+    Nobody takes the turn over while the worker is frozen (another worker's message is
+    refused as busy), and once it thaws the worker finishes the turn, once."""
+    (tmp_path / "slowread.py").write_text(SLOW_READ, encoding="utf-8")
+    replies = [
+        'Thought: read first\nAction: slow_read\nAction Input: {"seconds": 1.0}',
+        "Thought: done\nFinal Answer: finished after the read",
+    ]
+    (tmp_path / "script.json").write_text(json.dumps(replies), encoding="utf-8")
+    flags = ("--db", str(tmp_path / "s.db"), "--model", "scripted:script.json", "--tools", "slowread:slow_read")
+    with serve_process(tmp_path, *flags) as (one, first), serve_process(tmp_path, *flags) as (two, _):
+        session = httpx.post(f"{one}/v1/sessions").json()["session"]
+        lines: list[str] = []
+        with httpx.stream("POST", f"{one}/v1/sessions/{session}/messages", json={"message": "go"}, timeout=30) as r:
+            for line in r.iter_lines():
+                lines.append(line)
+                if line == "event: action":
+                    first.send_signal(signal.SIGSTOP)  # mid-tool, for longer than any lease
+                    time.sleep(3.0)
+                    busy = httpx.post(f"{two}/v1/sessions/{session}/messages", json={"message": "hello"})
+                    assert busy.status_code == 409, busy.text  # still its turn: not taken over
+                    first.send_signal(signal.SIGCONT)
+        assert any("finished after the read" in line for line in lines), lines
+        view = httpx.get(f"{two}/v1/sessions/{session}").json()
+    kinds = [e["type"] for e in view["turns"][0]["events"]]
+    assert view["status"] == "done" and len(view["turns"]) == 1
+    assert kinds == ["user", "thought", "action", "observation", "answer"], kinds

@@ -165,11 +165,13 @@ class Fences:
         self._renewal = asyncio.create_task(self._renew(db), name="reactchat-lease-renewal")
 
     def stop(self) -> None:
-        """Stop renewing (the store closes; its locks end with its connections)."""
+        """Stop renewing and forget the fences: the store dropped its connections, and the
+        locks ended with them (a turn still going on there would be refused anyway)."""
         if self._renewal is not None and not self._renewal.done():
             with contextlib.suppress(RuntimeError):  # its loop may be gone
                 self._renewal.cancel()
         self._renewal = None
+        self.held.clear()
 
     async def _renew(self, db: Callable[[], contextlib.AbstractAsyncContextManager[Any]]) -> None:
         while self.held:
