@@ -412,12 +412,11 @@ def trial(hosts: Hosts, fault: str, question: str, hold: float = 0.0, deadline: 
         result.session = client.post("/v1/sessions").json()["session"]
     watcher: threading.Thread | None = None
     until = time.monotonic() + deadline
-    path = f"/v1/sessions/{result.session}/messages"
-    request = ("POST", path, {"message": question})
+    # the message, then (once its stream broke or stalled) the session's events from the last one seen
+    method, url, body = "POST", f"/v1/sessions/{result.session}/messages", {"message": question}
     while time.monotonic() < until:
         try:
             with hosts.client() as client:
-                method, url, body = request
                 last = result.received[-1][0] if result.received else None
                 headers = {"Last-Event-ID": str(last)} if last is not None else {}
                 with client.stream(method, url, json=body, headers=headers, timeout=timeout) as stream:
@@ -440,7 +439,7 @@ def trial(hosts: Hosts, fault: str, question: str, hold: float = 0.0, deadline: 
         except (httpx.HTTPError, OSError):
             pass  # broke or stalled: follow on from the last event received
         result.reconnects += 1
-        request = ("GET", f"/v1/sessions/{result.session}/events", None)  # type: ignore[assignment]
+        method, url, body = "GET", f"/v1/sessions/{result.session}/events", None
         time.sleep(0.2)
     if watcher is not None:
         watcher.join(deadline)

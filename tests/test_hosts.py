@@ -25,7 +25,10 @@ from reactchat.store._lease import renew_every
 #: seconds of a turn's lease here (the default is 5): the takeover delay the scenarios wait out
 LEASE = 2.0
 
-pytestmark = pytest.mark.skipif(bool(unavailable()), reason=unavailable() or "")
+#: why the harness cannot run here (not root, no ip netns, no PostgreSQL 15), or None
+UNAVAILABLE = unavailable()
+# slow: it starts PostgreSQL and two servers (through ``Hosts``, which the slow marker's look does not follow)
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(UNAVAILABLE is not None, reason=UNAVAILABLE or "")]
 
 
 @pytest.fixture(scope="module")

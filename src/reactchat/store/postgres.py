@@ -30,7 +30,9 @@ advisory locks are re-entrant per connection. Each lock taken also marks its ses
 ``running_turns`` (an unlogged table) with the backend that holds it: a mark whose backend
 has ended is a turn whose worker died (``abandoned``), and a mark is where
 ``request_cancel`` asks the holder, from any worker, to stop the turn (with a
-``NOTIFY`` that ``cancel_requests`` listens for). Queries go through a small pool
+``NOTIFY`` that ``cancel_requests`` listens for). A mark also carries a lease its holder
+renews and a fencing epoch that every append of the turn checks, so a holder that is cut
+off or frozen is taken over and cannot write after (``store/_lease.py``). Queries go through a small pool
 (``pool_size``, default 4) so that concurrent turns do not wait for each other's commits.
 
 Every commit waits for the server's WAL flush. ``?options=-csynchronous_commit%3Doff`` in
