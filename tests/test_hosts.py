@@ -67,10 +67,12 @@ def writers(stored: list[tuple[int, str, dict[str, Any]]]) -> list[str]:
 
 
 def stale_refused(hosts: Hosts, host: str, since: int, wait: float = 15.0) -> bool:
-    """Whether ``host``'s worker logged, after offset ``since`` of its log, that its append was refused."""
+    """Whether ``host``'s worker logged, after offset ``since`` of its log, that its turn stopped:
+    its append refused by the fence, or (cut off past ``tcp_user_timeout``) never delivered."""
     deadline = time.monotonic() + wait
     while time.monotonic() < deadline:
-        if "was taken over by another worker" in hosts.log(host)[since:]:
+        told = hosts.log(host)[since:]
+        if "was taken over by another worker" in told or "failed" in told:
             return True
         time.sleep(0.2)
     return False
