@@ -885,6 +885,7 @@ async def test_postgres_lock_batch_in_one_round_trip(postgres_url: str, monkeypa
         got = await batch(one, (a, False, None), (c, True, 0), (b, False, None), (d, True, 0), (e, True, None))
         assert [g.read for g in (got[0], got[2], got[4])] == [[], [], []] and got[3] is None
         assert [(ev.seq, ev.text) for ev in got[1].read] == [(1, "in c")]
+        assert 0 < got[1].epoch < got[4].epoch  # each lock its own fencing epoch, from one sequence
         assert await two.try_lock(a, "y", 60) and await two.try_lock(b, "y", 60)
         assert not await two.try_lock(c, "y", 60) and not await two.try_lock(e, "y", 60)
         held = marks()

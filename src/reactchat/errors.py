@@ -92,6 +92,21 @@ class TurnFailed(ReactchatError):
         self.cause = cause
 
 
+class TurnTakenOver(ReactchatError, RuntimeError):
+    """This process lost a running turn to another worker: its lease on the turn ran out (a
+    lost link, a frozen host, a database that went away) and another worker took the turn
+    over with a newer fencing epoch. The store refused this append in its own transaction;
+    the turn goes on there, and this process stops it without another step."""
+
+    def __init__(self, session: str) -> None:
+        super().__init__(
+            f"the turn of session {session} was taken over by another worker (this one's lease on it ran "
+            "out): nothing more of it is recorded here; follow it with GET /v1/sessions/"
+            f"{session}/events and Last-Event-ID"
+        )
+        self.session = session
+
+
 class DiskFull(ReactchatError, OSError):
     """The disk holding a database is full; the write that met it was rolled back whole."""
 
@@ -139,4 +154,5 @@ __all__ = [
     "SessionBusy",
     "SessionNotFound",
     "TurnFailed",
+    "TurnTakenOver",
 ]

@@ -2,9 +2,12 @@
 
 Each worker watches its store for turn locks whose holder died (``store.abandoned()``,
 every ``TAKEOVER_INTERVAL`` seconds: PostgreSQL sees advisory locks end with a dead
-worker's connection, SQLite sees lock rows of processes that no longer run) and finishes
-those turns itself, through the same path as any other turn. Exactly one worker wins
-each session's lock; the others find it busy and leave it.
+worker's connection, and ends the connection of a holder whose lease ran out, a worker
+cut off or frozen (``store/_lease.py``); SQLite sees lock rows of processes that no
+longer run) and finishes those turns itself, through the same path as any other turn.
+Exactly one worker wins each session's lock; the others find it busy and leave it. A
+turn of this worker's that ended because the store went away (``Turns.stranded``) is
+retried here the same way until the store is back, without waiting for a new message.
 
 A client that was following the dead worker's stream reconnects to any worker with
 ``GET /v1/sessions/{id}/events`` and the standard ``Last-Event-ID`` header (every SSE
@@ -49,19 +52,37 @@ MAX_FOLLOWERS_PER_CLIENT = 16
 
 
 async def watch_abandoned(server: Server, interval: float = TAKEOVER_INTERVAL) -> None:
-    """Finish, in this worker, the turns whose worker died (runs until cancelled)."""
+    """Finish, in this worker, the turns whose worker died or lost its lease, and its own turns
+    that the store's going away cut off (runs until cancelled)."""
     store = server.store
     if not isinstance(store, SharedStore):  # a store no other process shares
         return
     while True:
         await asyncio.sleep(interval)
+        for session in list(server.turns.stranded):
+            server.turns.stranded.discard(session)  # the retried turn may strand it again
+            if not await finish_stranded(server, session):
+                server.turns.stranded.add(session)
         try:
             sessions = await store.abandoned()
-        except Exception:
-            log.exception("could not look for abandoned turns")
+        except Exception as exc:  # the database is away: the next look tries again
+            log.warning("could not look for abandoned turns: %s", exc)
             continue
-        for session in sessions:
-            await take_over(server, session)
+        for session in sessions:  # claimed: this worker's to finish, now or once the store answers
+            if not await finish_stranded(server, session):
+                server.turns.stranded.add(session)
+
+
+async def finish_stranded(server: Server, session: str) -> bool:
+    """Resume a turn this worker must finish (one the store's going away cut off, or one it
+    claimed); whether nothing is left to do (resumed here, not interrupted, or another
+    worker runs it), False while the store does not answer."""
+    try:
+        await take_over(server, session)
+    except Exception as exc:  # still away (or starting up): the next look tries again
+        log.info("the turn of session %s waits for the store: %s", session, exc)
+        return False
+    return True
 
 
 async def take_over(server: Server, session: str) -> bool:

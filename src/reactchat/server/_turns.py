@@ -24,6 +24,7 @@ from reactchat.engine.loop import SHUTDOWN
 from reactchat.engine.run import Run
 from reactchat.engine.session import Outcome, Pending, RunResult
 from reactchat.engine.usage import total
+from reactchat.errors import TurnTakenOver
 from reactchat.messages import ErrorEvent, Event, ImagePart
 from reactchat.models import ModelError
 
@@ -173,7 +174,11 @@ class Turns:
     runs_here: ClassVar[bool] = True
 
     def __init__(self) -> None:
-        self.running: dict[str, asyncio.Task[None]] = {}
+        self.running: dict[str, asyncio.Task[BaseException | None]] = {}
+        #: sessions whose turn here ended because the store went away (a lost connection, a
+        #: database restart): the takeover watcher finishes them once it is back
+        #: (``_takeover.watch_abandoned``), without waiting for the session's next message
+        self.stranded: set[str] = set()
 
     async def start(
         self,
@@ -212,11 +217,13 @@ class Turns:
         task.add_done_callback(self._forget)
         return feed
 
-    def _forget(self, task: asyncio.Task[None]) -> None:
+    def _forget(self, task: asyncio.Task[BaseException | None]) -> None:
         # only this task: the next turn of the session may already have started
         session = task.get_name()
         if self.running.get(session) is task:
             del self.running[session]
+        if not task.cancelled() and isinstance(task.result(), ConnectionError):
+            self.stranded.add(session)
 
     def is_running(self, session: str) -> bool:
         """Whether this process is running a turn of ``session``."""
@@ -244,7 +251,8 @@ class Turns:
                 await task
 
 
-async def _pump(run: Run, feed: TurnFeed, started: asyncio.Future[None]) -> None:
+async def _pump(run: Run, feed: TurnFeed, started: asyncio.Future[None]) -> BaseException | None:
+    """Run the turn into ``feed``; the failure that ended it after it started, if any."""
     stream = aiter(run)
     try:
         first = await anext(stream)
@@ -253,7 +261,7 @@ async def _pump(run: Run, feed: TurnFeed, started: asyncio.Future[None]) -> None
         raise
     except BaseException as exc:  # busy, unknown, answered, nothing to run: the request says so
         started.set_exception(exc)
-        return
+        return None
     feed.put(first)
     started.set_result(None)
     del started  # not held while the turn waits on its model
@@ -263,17 +271,26 @@ async def _pump(run: Run, feed: TurnFeed, started: asyncio.Future[None]) -> None
         feed.result = run.result
     except asyncio.CancelledError as exc:
         feed.put(exc)  # stopped (POST .../cancel): the run recorded the turn as cancelled
+        return exc
+    except TurnTakenOver as exc:  # another worker runs the turn now: nothing here to fix
+        log.warning("%s", exc)
+        feed.put(exc)
+        return exc
     except Exception as exc:
         log.exception("turn of session %s failed", feed.session)
         feed.put(exc)
+        return exc
     finally:
         feed.close()
+    return None
 
 
 def failure_event(session: str, exc: BaseException) -> ErrorEvent:
     """An error event for a turn that failed (it is not stored: the loop stored its own)."""
     if isinstance(exc, ModelError):  # written for the operator: which key, which model, what to do
         return ErrorEvent(session=session, kind="model", message=f"{type(exc).__name__}: {exc}")
+    if isinstance(exc, TurnTakenOver):  # built from the session id alone: where to follow the turn
+        return ErrorEvent(session=session, kind="internal", message=str(exc))
     # anything else may carry paths, SQL or host names: those stay in the server log
     message = f"internal error ({type(exc).__name__}); the details are in the server log"
     return ErrorEvent(session=session, kind="internal", message=message)

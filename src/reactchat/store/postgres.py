@@ -30,7 +30,9 @@ advisory locks are re-entrant per connection. Each lock taken also marks its ses
 ``running_turns`` (an unlogged table) with the backend that holds it: a mark whose backend
 has ended is a turn whose worker died (``abandoned``), and a mark is where
 ``request_cancel`` asks the holder, from any worker, to stop the turn (with a
-``NOTIFY`` that ``cancel_requests`` listens for). Queries go through a small pool
+``NOTIFY`` that ``cancel_requests`` listens for). A mark also carries a lease its holder
+renews and a fencing epoch that every append of the turn checks, so a holder that is cut
+off or frozen is taken over and cannot write after (``store/_lease.py``). Queries go through a small pool
 (``pool_size``, default 4) so that concurrent turns do not wait for each other's commits.
 
 Every commit waits for the server's WAL flush. ``?options=-csynchronous_commit%3Doff`` in
@@ -47,11 +49,12 @@ import itertools
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from reactchat.errors import TurnTakenOver
 from reactchat.messages import Event, stored_event, stored_json
-from reactchat.store import SessionNotFound, _facts
+from reactchat.store import SessionNotFound, _facts, _lease
 from reactchat.store import _migrations as migrations
 from reactchat.store._artifacts import MAX_ARTIFACTS, MAX_SESSION_BYTES, PRUNE, Artifact, content_type
 from reactchat.store._batch import Batcher
@@ -141,16 +144,21 @@ SCHEMA.add(
     "m008_facts_token_calibrations",  # memory across sessions (reactchat.memory), tokens per model (engine.tokens)
     *_facts.tables("BYTEA", "DOUBLE PRECISION"),
 )
+SCHEMA.add(9, "m009_turn_leases", *_lease.MIGRATION)  # leases and fencing epochs of running turns (store/_lease.py)
 
 #: one statement for a whole batch of events, from any number of sessions: each row's
 #: ``seq`` is the session's last one plus its rank among the batch's rows of that session
 #: (the subquery sees the table as it was before the statement). The rows come as one JSON
 #: array (``_rows``): one text parameter costs psycopg less than seven arrays. Each event's
 #: JSON is a string in it (a ``json`` field would be unescaped on the way: ``\\u0000`` fails).
-_APPEND = """INSERT INTO events (session, seq, turn, step, type, at, body)
+#: A row whose ``epoch`` is set (its writer holds the session's turn lock) is fenced
+#: (``_lease.FENCE``): it is not written, nor returned, if another worker took the turn over.
+_APPEND = f"""INSERT INTO events (session, seq, turn, step, type, at, body)
 SELECT r.session, COALESCE((SELECT MAX(e.seq) FROM events e WHERE e.session = r.session), 0) + r.rank,
        r.turn, r.step, r.type, r.at, r.body::json
-FROM json_to_recordset(%s::json) AS r(session text, rank int, turn int, step int, type text, at float8, body text)
+FROM json_to_recordset(%s::json)
+    AS r(session text, rank int, turn int, step int, type text, at float8, body text, epoch bigint)
+WHERE {_lease.FENCE}
 RETURNING session, seq"""
 
 #: a fork: the original's last seq (no row: no such session), its row locked against a delete
@@ -173,19 +181,22 @@ _CREATE = "INSERT INTO sessions (id, created_at, active_at) VALUES (%s, %s, %s) 
 _CREATE_MANY = """INSERT INTO sessions (id, created_at, active_at) SELECT s, %s, %s FROM unnest(%b::text[]) AS t(s)
 ON CONFLICT (id) DO NOTHING"""
 
-#: turn locks for a batch of sessions, each won one marked as running on this backend; the mark's
-#: ``since`` is when the session became active (``sessions.active_at`` is written once per turn,
-#: at its end: a non-HOT update of an indexed column, the costliest write of a turn's lock)
-_LOCK = """WITH t AS MATERIALIZED (
+#: turn locks for a batch of sessions, each won one marked as running on this backend with a new
+#: fencing epoch and a lease (``_lease``), both returned; the mark's ``since`` is when the session
+#: became active (``sessions.active_at`` is written once per turn, at its end: a non-HOT update
+#: of an indexed column, the costliest write of a turn's lock)
+_LOCK = f"""WITH t AS MATERIALIZED (
     SELECT s, i, pg_try_advisory_lock(hashtextextended(s, %s)) AS won FROM unnest(%b::text[]) WITH ORDINALITY AS t(s, i)
 ), marked AS (
-    INSERT INTO running_turns (session, backend, backend_start, since)
-    SELECT s, pg_backend_pid(), %s::timestamptz, %s
+    INSERT INTO running_turns (session, backend, backend_start, since, epoch, lease_until)
+    SELECT s, pg_backend_pid(), %s::timestamptz, %s, {_lease.NEW_EPOCH}, {_lease.NEW_LEASE}
     FROM t WHERE won
     ON CONFLICT (session) DO UPDATE
-    SET backend = excluded.backend, backend_start = excluded.backend_start, since = excluded.since, cancel = NULL
+    SET backend = excluded.backend, backend_start = excluded.backend_start, since = excluded.since, cancel = NULL,
+        epoch = excluded.epoch, lease_until = excluded.lease_until
+    RETURNING session, epoch
 )
-SELECT won FROM t ORDER BY i"""
+SELECT t.won, m.epoch FROM t LEFT JOIN marked m ON m.session = t.s ORDER BY t.i"""
 #: a batch of turn locks released in one statement: their marks go and their sessions were
 #: active until now, before any lock is let go (the scalar subqueries run first: once a lock
 #: is free, another worker may mark the session as its own)
@@ -220,11 +231,8 @@ JOIN sessions x ON x.id = r.s LEFT JOIN events e ON e.session = r.s ORDER BY r.i
 _TURN_READ_ONE = """SELECT 1, e.seq, e.turn, e.type, e.body::text FROM sessions s LEFT JOIN events e ON e.session = s.id
 WHERE s.id = %s ORDER BY e.seq"""
 
-#: the backend of a mark ``r`` in ``running_turns`` still runs (a pid may come back: its start time tells)
-_LIVE = """EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend
-    AND (a.backend_start IS NULL OR r.backend_start IS NULL OR a.backend_start = r.backend_start))"""
-#: running turns whose backend has ended
-_ORPHANED = f"SELECT session, backend FROM running_turns r WHERE NOT {_LIVE}"
+#: the backend of a mark ``r`` in ``running_turns`` still runs
+_LIVE = _lease.LIVE
 #: a session idle since before a time — no turn of it running, none started since (a mark left by
 #: a dead holder tells when its turn started) — deleted, and the marks its dead holders left
 _EXPIRE = f"""WITH gone AS (
@@ -297,10 +305,12 @@ class _LockCall(NamedTuple):
 
 class _Done(NamedTuple):
     """What a call of the lock batch did (an attempt lost gets None instead): the events an
-    attempt read, and whether the call's ``events`` were written (a release's: and it let go)."""
+    attempt read, whether the call's ``events`` were written (a release's: and it let go), and
+    an attempt's fencing epoch (``_lease``: 0 for a release)."""
 
     read: list[Event]
     wrote: bool
+    epoch: int = 0
 
 
 #: what a call of the lock batch gets
@@ -335,9 +345,12 @@ class PostgresStore:
     on one more connection of their own, taken and released in batches the same way.
     """
 
-    def __init__(self, url: str, pool_size: int = 4) -> None:
+    def __init__(self, url: str, pool_size: int = 4, lease: float | None = None) -> None:
         if pool_size < 1:
             raise ValueError("pool_size must be at least 1")
+        #: the fencing epochs of the turn locks held here, and their leases (``lease`` seconds,
+        #: default ``REACTCHAT_LEASE_SECONDS`` or 5): see ``store/_lease.py``
+        self._fences = _lease.Fences(lease if lease is not None else _lease.lease_from_env())
         #: the URL of this database, for components that open their own connection to it
         self.url = url
         self.pool_size = pool_size
@@ -436,6 +449,7 @@ class PostgresStore:
             conn.pgconn.finish()
         self._idle, self._lock_conn, self._listener = [], None, None
         self._held.clear()
+        self._fences.stop()
 
     async def close(self) -> None:
         """Disconnect (the store reconnects on next use)."""
@@ -444,9 +458,12 @@ class PostgresStore:
             return
         await self._appends.wait_idle()
         await self._lock_calls.wait_idle()
+        self._fences.stop()
         if self._held and self._lock_conn is not None and not self._lock_conn.closed:
-            # now, not when the server gets round to ending the backend
-            await self._lock_conn.execute("SELECT pg_advisory_unlock_all()")
+            # now, not when the server gets round to ending the backend (which may have ended
+            # already: another worker ends a holder whose lease ran out)
+            with contextlib.suppress(Exception):
+                await self._lock_conn.execute("SELECT pg_advisory_unlock_all()")
         conns = self._own()
         self._idle, self._lock_conn, self._listener = [], None, None
         self._held.clear()
@@ -615,8 +632,8 @@ class PostgresStore:
 
         if len(groups) > 1:
             try:
-                await self._insert([event for group in groups for event in group])
-                return [None] * len(groups)
+                refused = await self._insert([event for group in groups for event in group])
+                return [TurnTakenOver(group[0].session) if group[0].session in refused else None for group in groups]
             except (errors.ForeignKeyViolation, errors.UniqueViolation):
                 pass  # one group's fault (a deleted session, a writer without the lock): find which
         outcomes: list[BaseException | None] = []
@@ -633,7 +650,9 @@ class PostgresStore:
 
         for attempt in range(5):
             try:
-                return await self._insert(events)
+                if await self._insert(events):
+                    raise TurnTakenOver(events[0].session)
+                return
             except errors.ForeignKeyViolation:
                 raise SessionNotFound(events[0].session) from None
             except errors.UniqueViolation:
@@ -642,12 +661,14 @@ class PostgresStore:
                     raise
                 await asyncio.sleep(0.001 * (attempt + 1))
 
-    async def _insert(self, events: list[Event]) -> None:
-        rows, bodies = _rows(events)
+    async def _insert(self, events: list[Event]) -> set[str]:
+        """Write events in one statement; the sessions whose rows the fence refused (none of
+        their events is written: each session's rows carry the same epoch)."""
+        rows, bodies = _rows(events, self._fences.epoch)
         async with self._db() as db:
             cursor = await db.execute(_APPEND, (rows,))
             written = await cursor.fetchall()
-        self._placed(events, bodies, written)
+        return {e.session for e in events} - self._placed(events, bodies, written)
 
     def _placed(self, events: list[Event], bodies: list[str], written: list[Any]) -> set[str]:
         """After a statement wrote ``events`` (``bodies``: their stored JSON) and returned the
@@ -836,10 +857,13 @@ class PostgresStore:
             del self._claims[session_id]
         if got is not None:
             self._held[session_id] = owner
+            self._fences.take(session_id, owner, got.epoch)  # this turn's appends carry its epoch
+            self._fences.keep_renewed(self._db)
         return got
 
     async def unlock(self, session_id: str, owner: str) -> None:
         """Release the turn lock if ``owner`` holds it."""
+        self._fences.drop(session_id, owner)  # even if the lock ended with a lost connection
         if self._held.get(session_id) != owner:
             return
         del self._held[session_id]
@@ -847,6 +871,7 @@ class PostgresStore:
 
     def _forget(self, session: str, owner: str) -> None:
         """The lock of ``session`` was let go in the database: no longer ``owner``'s here."""
+        self._fences.drop(session, owner)
         if self._held.get(session) == owner:
             del self._held[session]
 
@@ -856,23 +881,17 @@ class PostgresStore:
             self._forget(session, owner)
 
     async def abandoned(self) -> list[str]:
-        """Sessions whose running turn's worker died: its mark names a backend that has ended.
+        """Sessions whose running turn's worker died or stopped renewing its lease.
 
         A worker that dies mid-turn leaves its turn interrupted; its advisory locks end
         with its connections, and its marks in ``running_turns`` stay behind, however
-        briefly the turn ran. Each such mark is removed here by exactly one caller, which
-        gets its session: of several workers looking at once, one takes the turn over.
+        briefly the turn ran. A worker cut off or frozen keeps its connections, but its
+        lease runs out: its lock connection is ended here (``_lease.abandoned``). Each such
+        mark is removed by exactly one caller, which gets its session: of several workers
+        looking at once, one takes the turn over.
         """
         async with self._db() as db:
-            cursor = await db.execute(_ORPHANED)
-            claimed = []
-            for session, backend in await cursor.fetchall():
-                # one row per statement: a claim never holds one mark while it waits for another
-                gone = await db.execute(_CLAIM, (session, backend))
-                row = await gone.fetchone()
-                if row is not None and row[0]:
-                    claimed.append(session)
-            return claimed
+            return await _lease.abandoned(db)
 
     async def request_cancel(self, session_id: str) -> bool:
         """Ask whichever worker runs the session's turn to cancel it; False if none runs it."""
@@ -911,7 +930,7 @@ class PostgresStore:
             self._chores.add(chore)
             chore.add_done_callback(self._chores.discard)
 
-    async def _lock_batch(self, calls: list[_LockCall]) -> list[_Outcome]:
+    async def _lock_batch(self, calls: list[_LockCall], again: bool = False) -> list[_Outcome]:
         """Every call of a batch on the lock connection in one round trip: a pipeline, one
         transaction, each statement seeing what the ones before it did, in this order: the
         releases without events (their marks, then their locks, in one statement); the
@@ -927,6 +946,8 @@ class PostgresStore:
         mark of the turn). If a statement fails, the sessions of the releases and attempts are
         left unlocked and unmarked (the releases are done) and the attempts get the error
         (``_reset``); the releases with events are tried once more in a batch of their own.
+        An attempt that wins gets its lock's fencing epoch (``_lease``). If the lock connection
+        had ended, its locks ended with it: the batch runs once more on a new one.
         """
         db = await self._lock_db()
         batch = _LockBatch(calls)
@@ -934,15 +955,21 @@ class PostgresStore:
             cursors = await self._send(db, batch)
             won, read, opened, ended = [await c.fetchall() if c is not None else [] for c in cursors]
         except Exception as exc:
+            if (db.closed or db.broken) and not again:
+                # its locks ended with it (another worker ended it when this one's lease ran
+                # out, the server restarted): the batch runs once more on a new connection
+                return await self._lock_batch(calls, again=True)
             ending = [c for c in calls if c.events and not c.take]
-            await self._reset(db, [c.session for c in calls if c.take or not c.events])
+            if not (db.closed or db.broken):
+                await self._reset(db, [c.session for c in calls if c.take or not c.events])
             retried = await self._lock_batch(ending) if ending and len(ending) < len(calls) else [exc] * len(ending)
-            again = iter(retried)
-            return [exc if c.take else next(again) if c.events else _Done([], False) for c in calls]
+            retries = iter(retried)
+            return [exc if c.take else next(retries) if c.events else _Done([], False) for c in calls]
         wins = iter(won)
-        outcomes: list[_Outcome] = [
-            (_Done([], False) if next(wins)[0] else None) if c.take else _Done([], False) for c in calls
-        ]
+        outcomes: list[_Outcome] = []
+        for call in calls:
+            won_, epoch = next(wins) if call.take else (True, 0)
+            outcomes.append(_Done([], False, epoch) if won_ else None)
         gone = self._read_under_lock(batch, outcomes, read)
         wrote = self._placed(*batch.opening, opened) | self._placed(*batch.ending, ended)
         for i, call in enumerate(calls):
@@ -963,7 +990,8 @@ class PostgresStore:
             if batch.releases:
                 await db.execute(_RELEASE, {"s": batch.releases, "now": time.time(), "space": LOCK_SPACE})
             if batch.attempts:
-                cursors[0] = await db.execute(_LOCK, (LOCK_SPACE, batch.attempts, self._backend_start, time.time()))
+                marks = (LOCK_SPACE, batch.attempts, self._backend_start, time.time(), self._fences.lease)
+                cursors[0] = await db.execute(_LOCK, marks)
             if batch.asks:
                 # a statement of its own, after the lock's: it sees every append committed
                 # before the lock was taken
@@ -986,8 +1014,8 @@ class PostgresStore:
             found = [exc] * len(batch.asks)
         gone = []
         for i, got in zip(batch.reads, found, strict=True):
-            if outcomes[i] is not None:
-                outcomes[i] = got if isinstance(got, BaseException) else _Done(got, False)
+            if isinstance(taken := outcomes[i], _Done):
+                outcomes[i] = got if isinstance(got, BaseException) else taken._replace(read=got)
                 if isinstance(got, BaseException):
                     gone.append(batch.calls[i].session)
         return gone
@@ -1019,7 +1047,7 @@ class _LockBatch:
         #: the attempts' events, then the releases': each the events and their stored JSON
         opening = [e for c in calls if c.take for e in c.events]
         ending = [e for c in calls if not c.take for e in c.events]
-        self.opening_rows, opening_bodies = _rows(opening, {c.session: c.since for c in calls if c.take})
+        self.opening_rows, opening_bodies = _rows(opening, after={c.session: c.since for c in calls if c.take})
         self.ending_rows, ending_bodies = _rows(ending)
         self.opening = (opening, opening_bodies)
         self.ending = (ending, ending_bodies)
@@ -1029,10 +1057,13 @@ class _LockBatch:
             self.counts[e.session] = self.counts.get(e.session, 0) + 1
 
 
-def _rows(events: list[Event], after: dict[str, int | None] | None = None) -> tuple[str, list[str]]:
+def _rows(
+    events: list[Event], epoch: Callable[[str], int | None] | None = None, after: dict[str, int | None] | None = None
+) -> tuple[str, list[str]]:
     """A batch of events as ``_APPEND``'s JSON array (each with its rank among its session's,
-    and with ``after``, the event its session's read started after, for ``_OPEN``), and each
-    event's stored JSON."""
+    with the fencing ``epoch`` of its session's turn lock if held here, for ``_APPEND``'s
+    fence, and with ``after``, the event its session's read started after, for ``_OPEN``),
+    and each event's stored JSON."""
     ranks: dict[str, int] = {}
     rows = []
     bodies = []
@@ -1040,9 +1071,11 @@ def _rows(events: list[Event], after: dict[str, int | None] | None = None) -> tu
         ranks[e.session] = rank = ranks.get(e.session, 0) + 1
         bodies.append(body := stored_json(e))
         since = "" if after is None else f',"after":{json.dumps(after[e.session])}'
+        fence = None if epoch is None else epoch(e.session)
+        fenced = "" if fence is None else f',"epoch":{fence}'
         rows.append(
             f'{{"session":{json.dumps(e.session)},"rank":{rank},"turn":{e.turn},"step":{e.step},'
-            f'"type":{json.dumps(e.type)},"at":{e.at!r},"body":{json.dumps(body)}{since}}}'
+            f'"type":{json.dumps(e.type)},"at":{e.at!r},"body":{json.dumps(body)}{since}{fenced}}}'
         )
     return f"[{','.join(rows)}]", bodies
 
@@ -1101,7 +1134,7 @@ async def _connect(url: str) -> AsyncConnection[Any]:
     except ImportError as exc:
         raise ImportError(f"the PostgreSQL store needs psycopg: pip install 'reactchat[postgres]' ({exc})") from None
     try:
-        conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+        conn = await psycopg.AsyncConnection.connect(_lease.with_link(url), autocommit=True)
     except psycopg.OperationalError as exc:
         raise ConnectionError(f"cannot connect to PostgreSQL at {_redact(url)}: {exc}".strip()) from None
     return conn
@@ -1117,7 +1150,7 @@ async def migrate(url: str) -> None:
     def run() -> None:
         import psycopg
 
-        with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+        with psycopg.connect(_lease.with_link(url), autocommit=True) as conn, conn.transaction():
             migrations.migrate(migrations.Database(conn, "postgres"), SCHEMA, lock=migrations.POSTGRES_LOCK)
 
     await asyncio.to_thread(run)
