@@ -8,6 +8,7 @@ by itself once the database answers again, without a new message.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import signal
@@ -290,3 +291,47 @@ def test_on_sqlite_a_frozen_worker_keeps_its_turn_and_finishes_it_once_it_thaws(
     kinds = [e["type"] for e in view["turns"][0]["events"]]
     assert view["status"] == "done" and len(view["turns"]) == 1
     assert kinds == ["user", "thought", "action", "observation", "answer"], kinds
+
+
+async def test_renewal_warns_of_a_lost_lease_only_when_another_holder_has_the_turn(
+    postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Turns ended and begun again on the same sessions while the leases are renewed are
+    not losses; a mark that another lock took over is, and is the only one reported."""
+    os.environ["REACTCHAT_LEASE_SECONDS"] = "0.5"  # renewed every 0.17 s
+    try:
+        store, other = resolve_store(postgres_url), resolve_store(postgres_url)
+    finally:
+        del os.environ["REACTCHAT_LEASE_SECONDS"]
+    sessions = [await store.create_session() for _ in range(4)]
+    caplog.set_level("WARNING", logger="reactchat.store")
+    try:
+        deadline = time.monotonic() + 2.0
+        turn = 0
+        while time.monotonic() < deadline:  # many turns, each lock a new epoch
+            turn += 1
+            for session in sessions:
+                assert await store.try_lock(session, "w", 60)
+            for session in sessions:
+                await store.append_unlock("w", UserEvent(session=session, turn=turn, text="t"))
+        assert turn > 5
+        assert not [r for r in caplog.records if "was lost" in r.getMessage()]
+
+        # the holder of the first session's turn stops renewing; another worker takes it
+        assert await store.try_lock(sessions[0], "w", 60)
+        epoch = mark(postgres_url, sessions[0])
+        with psycopg.connect(postgres_url, autocommit=True) as db:
+            db.execute("UPDATE running_turns SET lease_until = 0 WHERE session = %s", (sessions[0],))
+        assert await other.abandoned() == [sessions[0]]
+        assert await other.try_lock(sessions[0], "v", 60)
+        assert mark(postgres_url, sessions[0]) != epoch
+        time.sleep(0.05)
+        for _ in range(20):
+            await asyncio.sleep(0.1)
+            if any("was lost" in r.getMessage() for r in caplog.records):
+                break
+        lost = [r.getMessage() for r in caplog.records if "was lost" in r.getMessage()]
+        assert lost and all(sessions[0] in message for message in lost)
+    finally:
+        await store.close()
+        await other.close()

@@ -64,11 +64,15 @@ LIVE = """EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.pid = r.backend
 #: NULL for a writer that holds none): the row goes in only while its session's mark has that epoch
 FENCE = """(r.epoch IS NULL OR EXISTS (
     SELECT 1 FROM running_turns f WHERE f.session = r.session AND f.epoch = r.epoch FOR SHARE))"""
-#: the leases of this store's marks, renewed; the sessions whose mark still had the epoch
-RENEW = f"""UPDATE running_turns r SET lease_until = {NOW} + %(lease)s
-FROM unnest(%(s)s::text[], %(e)s::bigint[]) AS h(session, epoch)
-WHERE r.session = h.session AND r.epoch = h.epoch
-RETURNING r.session"""
+#: the leases of this store's marks, renewed; the sessions whose mark has another epoch now
+#: (no mark at all is not a loss yet: the holder may have just let go, or a claimer may be
+#: about to mark it, which the next renewal sees)
+RENEW = f"""WITH h AS (SELECT * FROM unnest(%(s)s::text[], %(e)s::bigint[]) AS h(session, epoch)),
+renewed AS (
+    UPDATE running_turns r SET lease_until = {NOW} + %(lease)s FROM h
+    WHERE r.session = h.session AND r.epoch = h.epoch RETURNING 1
+)
+SELECT h.session FROM h JOIN running_turns r ON r.session = h.session AND r.epoch <> h.epoch"""
 #: the backends that hold turns whose lease ran out, ended, waiting up to 2 s for each to go
 #: (a cut-off or frozen worker's lock connection: its advisory locks end with it)
 END_EXPIRED = f"""SELECT r.session, pg_terminate_backend(r.backend, 2000) FROM running_turns r
@@ -185,7 +189,8 @@ class Fences:
                 log.warning("could not renew the leases of %d running turns: %s", len(fences), exc)
                 continue
             for session in lost:
-                log.warning("the lease on the turn of session %s was lost: another worker has it", session)
+                if self.held.get(session) == fences[session]:  # not let go, nor taken again here, since
+                    log.warning("the lease on the turn of session %s was lost: another worker has it", session)
 
 
 async def renew(
@@ -195,8 +200,7 @@ async def renew(
     sessions = list(fences)
     async with db() as conn:
         cursor = await conn.execute(RENEW, {"lease": lease, "s": sessions, "e": [fences[s][1] for s in sessions]})
-        kept = {row[0] for row in await cursor.fetchall()}
-    return [session for session in sessions if session not in kept]
+        return [row[0] for row in await cursor.fetchall()]
 
 
 async def abandoned(conn: Any) -> list[str]:
