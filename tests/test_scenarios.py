@@ -164,6 +164,34 @@ def test_dead_loop_is_stopped_with_a_clear_status() -> None:
     assert len(model.requests) == 5
 
 
+def test_a_read_repeated_after_a_write_runs_again_and_a_repeated_write_does_not() -> None:
+    stock = {"apples": 3}
+    ran: list[str] = []
+
+    @tool(effect="read")
+    def count(item: str) -> str:
+        """How many are left."""
+        ran.append("count")
+        return str(stock[item])
+
+    @tool
+    def sell(item: str) -> str:
+        """Sell one."""
+        ran.append("sell")
+        stock[item] -= 1
+        return "sold"
+
+    look, sale = act("count", {"item": "apples"}), act("sell", {"item": "apples"})
+    model = ScriptedModel([look, look, sale, look, sale, final("2 left")])
+    result = Agent(model=model, tools=[count, sell], max_repeats=5).run("sell one apple")
+
+    assert ran == ["count", "sell", "count"]  # nothing sold in between: the same count
+    assert [s.observation for s in result.steps[:4]][2:] == ["sold", "2"]  # read again, fresh
+    assert "already called count" in (result.steps[1].observation or "")
+    assert "already called sell" in (result.steps[4].observation or "")  # a write is not repeated
+    assert stock == {"apples": 2} and result.answer == "2 left"
+
+
 def test_volatile_tool_may_repeat() -> None:
     ticks = iter(range(100))
 

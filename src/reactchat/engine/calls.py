@@ -153,7 +153,7 @@ class Calls:
             raise PauseForUser(approval.question(call.tool, arguments, self.agent), kind="approval")
         async for item in tool.stream(call, self, arguments):
             if isinstance(item, ToolResult):
-                self.repeats.remember(key, item.text)
+                self.repeats.remember(key, item.text, tool.effect)
             yield item
 
     def admit(self, call: Call) -> Admitted | ToolResult:
@@ -197,7 +197,7 @@ class Calls:
         if not approved and (self.needs_approval(tool, arguments) or fork.must_approve(tool, arguments)):
             raise PauseForUser(approval.question(name, arguments, self.agent), kind="approval")
         if (reused := fork.reused(tool, arguments)) is not None:
-            self.repeats.remember(key, reused)
+            self.repeats.remember(key, reused, tool.effect)
             return ToolResult(reused)
         context = self.context(call.call_id) if tool.context_params else None
         images: tuple[ImagePart, ...] = ()
@@ -218,7 +218,7 @@ class Calls:
                 output, is_error = f"Error: {name} raised {type(error).__name__}: {error}", True
             text, cut = truncate(output, tool.max_chars or self.max_observation)
             span.result(text)
-        self.repeats.remember(key, text)
+        self.repeats.remember(key, text, tool.effect)
         kept = await kept_images(self.store, self.session, images) if images else ()
         return ToolResult(text, is_error, cut, kept)
 

@@ -39,12 +39,18 @@ def unknown_tool(name: str, tool_names: list[str]) -> str:
 
 
 class RepeatGuard:
-    """Refuses to run the same tool with the same arguments twice in one turn."""
+    """Refuses to run the same tool with the same arguments twice in one turn.
+
+    A call of a ``read`` tool is the same call only until a call with an effect (an
+    ``idempotent`` or ``unsafe`` tool) has run since: what it read may have changed, so it
+    runs again instead of being answered with its earlier, stale result.
+    """
 
     def __init__(self, max_repeats: int) -> None:
         self.max_repeats = max_repeats
         self.repeats = 0
-        self._seen: dict[tuple[str, str], str] = {}
+        #: each call made: its result, and whether its tool only reads
+        self._seen: dict[tuple[str, str], tuple[str, bool]] = {}
 
     @staticmethod
     def key(tool: str, arguments: dict[str, Any] | str) -> tuple[str, str]:
@@ -55,11 +61,15 @@ class RepeatGuard:
 
     def previous(self, key: tuple[str, str]) -> str | None:
         """The earlier result of this exact call (see ``key``), if it was made."""
-        return self._seen.get(key)
+        seen = self._seen.get(key)
+        return None if seen is None else seen[0]
 
-    def remember(self, key: tuple[str, str], observation: str) -> None:
-        """Record a finished call."""
-        self._seen[key] = observation
+    def remember(self, key: tuple[str, str], observation: str, effect: str = "unsafe") -> None:
+        """Record a finished call of a tool of ``effect``; one with an effect makes the
+        calls that only read before it new again."""
+        if effect != "read":
+            self._seen = {known: seen for known, seen in self._seen.items() if not seen[1]}
+        self._seen[key] = (observation, effect == "read")
 
     def refuse(self, tool: str, previous: str) -> str:
         """Count a repeat and return the observation that replaces the call."""
