@@ -19,7 +19,8 @@ says "my" (what an ideal summariser keeps here).
 ``--recall`` plants facts at several turns ``k`` of one conversation and asks each at
 ``k + n`` for every gap ``n``, each question in a fork of the session made just before
 turn ``k + n`` (so that no question sees another's answer); it prints the share answered
-right per gap, with and without compaction.
+right per gap (the answer contains the fact's value) and how many of those prompts held
+the value at all, with and without compaction.
 
 Prompt tokens are the model's own count (the embedded model's tokenizer, via the prompt
 llama.cpp evaluated) or, for scripted models, the engine's estimate.
@@ -329,6 +330,7 @@ async def recall(spec: str, turns: int, window: int, gaps: list[int], store: str
         events = await agent.store.events(session)
         opening = {e.turn: e.seq for e in events if isinstance(e, UserEvent)}
         scores: dict[int, list[bool]] = {}
+        held: dict[int, list[bool]] = {}
         for n in gaps:
             for k, fact in plants.items():
                 if k + n > turns:
@@ -336,12 +338,14 @@ async def recall(spec: str, turns: int, window: int, gaps: list[int], store: str
                 fork = await agent.fork(session, before=opening[k + n])
                 result = await agent.arun(fact.asked, fork)
                 scores.setdefault(n, []).append(fact.expected in (result.answer or ""))
+                held.setdefault(n, []).append(fact.expected in last_prompt(model))
         row = {
             "model": spec,
             "compact_at": compact_at,
             "window": window,
             "right_by_gap": {n: f"{sum(s)}/{len(s)}" for n, s in scores.items()},
             "share_right": round(sum(sum(s) for s in scores.values()) / max(1, sum(map(len, scores.values()))), 2),
+            "in_prompt_by_gap": {n: f"{sum(s)}/{len(s)}" for n, s in held.items()},
             **{k: v for k, v in (await compactions(agent, session)).items() if k != "summaries"},
             "seconds": round(time.perf_counter() - started, 1),
         }
