@@ -1,6 +1,6 @@
 """A long chat with a fact planted early: is it still answered many turns later?
 
-    python benchmarks/long_chat.py [--model local] [--turns 40] [--window 2048]
+    python benchmarks/long_chat.py [--model local] [--turns 40] [--window 2048] [--plot PNG] [--store URL]
     python benchmarks/long_chat.py --recall [--model oracle] [--turns 60] [--gaps 5,10,20,40]
 
 The first form plants a fact at turn 3 (``my locker number at the gym is 4187``), fills
