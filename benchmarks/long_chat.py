@@ -286,11 +286,11 @@ async def compactions(agent: Agent, session: str) -> dict[str, Any]:
     }
 
 
-async def turn3(spec: str, turns: int, window: int, store: str) -> list[dict[str, Any]]:
+async def turn3(spec: str, turns: int, window: int, store: str, runs: list[float | None]) -> list[dict[str, Any]]:
     """The fact of turn 3 asked after ``turns`` turns, with compaction on and off."""
     fact = FACTS[0]
     rows = []
-    for compact_at in (0.8, None):
+    for compact_at in runs:
         model = model_of(spec)
         refusals = Refusals()
         logging.getLogger("reactchat.engine.compaction").addHandler(refusals)
@@ -318,11 +318,13 @@ async def turn3(spec: str, turns: int, window: int, store: str) -> list[dict[str
     return rows
 
 
-async def recall(spec: str, turns: int, window: int, gaps: list[int], store: str) -> list[dict[str, Any]]:
+async def recall(
+    spec: str, turns: int, window: int, gaps: list[int], store: str, runs: list[float | None]
+) -> list[dict[str, Any]]:
     """Facts planted at several turns, each asked ``n`` turns later in a fork, for each gap."""
     plants = {2 + i * 7: fact for i, fact in enumerate(FACTS) if 2 + i * 7 <= turns}
     rows = []
-    for compact_at in (0.8, None):
+    for compact_at in runs:
         model = model_of(spec)
         started = time.perf_counter()
         talk = await chat(model, turns, window, compact_at, plants, store)
@@ -364,13 +366,15 @@ def main() -> None:
     parser.add_argument("--gaps", default="5,10,20,40")
     parser.add_argument("--store", default="memory:", help="where the sessions go (a sqlite:/// URL keeps them)")
     parser.add_argument("--plot", type=Path, default=None, help="the prompt tokens of every turn, as a PNG")
+    parser.add_argument("--runs", default="0.8,none", help="the compact_at of each run (none: no compaction)")
     args = parser.parse_args()
+    runs = [None if r == "none" else float(r) for r in args.runs.split(",")]
     print(json.dumps({"load_average": os.getloadavg()}), flush=True)
     if args.recall:
         gaps = [int(g) for g in args.gaps.split(",")]
-        asyncio.run(recall(args.model, args.turns or 60, args.window, gaps, args.store))
+        asyncio.run(recall(args.model, args.turns or 60, args.window, gaps, args.store, runs))
     else:
-        rows = asyncio.run(turn3(args.model, args.turns or 40, args.window, args.store))
+        rows = asyncio.run(turn3(args.model, args.turns or 40, args.window, args.store, runs))
         series = {f"{args.model}, {label(r['compact_at'], args.window)}": r["prompt_tokens_per_turn"] for r in rows}
         if args.plot is not None and plot(series, args.window, args.plot, unit="the model's count"):
             print(f"plot: {args.plot}")

@@ -84,3 +84,25 @@ async def test_a_fork_carries_the_summaries_it_copied(store_url: str) -> None:
     assert original.answer == result.answer
     assert latest.summary in oracle.requests[-1].messages[1].content
     await agent.store.close()
+
+
+async def test_a_fact_the_summary_lost_is_recalled_at_every_turn_after_it() -> None:
+    """The recalled turns have their room whatever the size of the prompt: a prompt just
+    under the threshold still carries them (compaction comes a little earlier instead)."""
+    oracle = Oracle(fail="forgetful")
+    agent = Agent(oracle, compact_at=0.8, context_tokens=800, ask_user=False)
+    session = None
+    for n in range(1, 61):  # every turn but the third is long: the prompt grows in big steps
+        padding = "" if n == 3 else " and then more of the same," * 4
+        session = (await agent.arun(f"remember code {n} is {value(n)}{padding}", session)).session
+    assert session is not None and oracle.summaries
+    events = await agent.store.events(session)
+    opening = {e.turn: e.seq for e in events if isinstance(e, UserEvent)}
+    first = next(e.through_turn for e in events if isinstance(e, CompactionEvent))
+    wrong = []
+    for turn in range(first + 2, 61):
+        fork = await agent.fork(session, before=opening[turn])
+        answer = (await agent.arun("what is code 3?", fork)).answer
+        if answer != f"code 3 is {value(3)}":
+            wrong.append((turn, answer))
+    assert not wrong, wrong
