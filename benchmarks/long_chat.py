@@ -333,6 +333,7 @@ async def recall(
         opening = {e.turn: e.seq for e in events if isinstance(e, UserEvent)}
         scores: dict[int, list[bool]] = {}
         held: dict[int, list[bool]] = {}
+        missed: list[dict[str, Any]] = []
         for n in gaps:
             for k, fact in plants.items():
                 if k + n > turns:
@@ -341,6 +342,8 @@ async def recall(
                 result = await agent.arun(fact.asked, fork)
                 scores.setdefault(n, []).append(fact.expected in (result.answer or ""))
                 held.setdefault(n, []).append(fact.expected in last_prompt(model))
+                if not scores[n][-1]:
+                    missed.append({"told_at": k, "gap": n, "answer": result.answer, "in_prompt": held[n][-1]})
         row = {
             "model": spec,
             "compact_at": compact_at,
@@ -348,6 +351,7 @@ async def recall(
             "right_by_gap": {n: f"{sum(s)}/{len(s)}" for n, s in scores.items()},
             "share_right": round(sum(sum(s) for s in scores.values()) / max(1, sum(map(len, scores.values()))), 2),
             "in_prompt_by_gap": {n: f"{sum(s)}/{len(s)}" for n, s in held.items()},
+            "missed": missed,
             **{k: v for k, v in (await compactions(agent, session)).items() if k != "summaries"},
             "seconds": round(time.perf_counter() - started, 1),
         }
