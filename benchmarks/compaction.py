@@ -2,12 +2,13 @@
 what compaction costs (model calls and tokens per 100 turns).
 
     python benchmarks/compaction.py [--turns 200] [--window 4000] [--plot docs/compaction.png]
-    python benchmarks/compaction.py --embedded 800   # the embedded model, on a window of 800
 
 A scripted model stands in for the LLM: each turn plants a fact (``remember code N is X``),
 a summary request is answered with every fact of the request written short (``N=X``).
-Tokens are the engine's estimate (4 characters a token). The plot is written when
-matplotlib is installed.
+Tokens are the engine's estimate (4 characters a token). Each run prints its largest
+prompt, its summary calls and their tokens per 100 turns, and how many of the planted
+facts its last prompt still holds (whole or in the summary). The plot is written when
+matplotlib is installed. The embedded model on a long chat: ``benchmarks/long_chat.py``.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 from reactchat import Agent
+from reactchat.engine.tokens import HISTORY_SHARE
 from reactchat.messages import AssistantMessage, CompactionEvent, Reply, Request, TextPart, Usage
 from reactchat.protocols.packs import PACKS
 
@@ -47,6 +49,7 @@ class Oracle:
 
     def __init__(self) -> None:
         self.prompts: list[int] = []
+        self.last = ""
         self.summary_calls = 0
         self.summary_tokens = 0
 
@@ -60,6 +63,7 @@ class Oracle:
             self.summary_tokens += tokens + len(text) // 4
             return Reply(parts=[TextPart(text=text)], usage=Usage(input_tokens=tokens, output_tokens=len(text) // 4))
         self.prompts.append(tokens)
+        self.last = "\n".join(getattr(m, "content", "") for m in request.messages)
         question = request.messages[1].content.rsplit("Question: ", 1)[-1]
         return Reply(parts=[TextPart(text=f" Noted.\nFinal Answer: noted: {question.split('remember ')[-1]}")])
 
@@ -83,33 +87,13 @@ async def conversation(turns: int, window: int, compact_at: float | None) -> dic
         "summary_calls_per_100_turns": round(oracle.summary_calls * 100 / turns, 2),
         "summary_tokens_per_100_turns": round(oracle.summary_tokens * 100 / turns),
         "facts_in_last_summary": len(FACT.findall(last)),
+        "facts_in_last_prompt": len({a or c for a, _, c, _ in FACT.findall(oracle.last)}),
     }
 
 
-async def embedded(window: int, turns: int = 40) -> dict[str, Any]:
-    """The scripted model plants a fact per turn; then the embedded model (``local``), with
-    ``compact_at=0.8`` of ``window``, summarises and is asked about turn 3."""
-    oracle = Oracle()
-    agent = Agent(oracle, ask_user=False)
-    session = None
-    for n in range(1, turns + 1):
-        session = (await agent.arun(f"remember code {n} is {(n * 7919) % 100_000}", session)).session
-    local = Agent("local", store=agent.store, compact_at=0.8, context_tokens=window, ask_user=False)
-    started = time.perf_counter()
-    result = await local.arun("What is code 3? Answer with the number only.", session)
-    events = await agent.store.events(session)
-    summaries = [e.summary for e in events if isinstance(e, CompactionEvent)]
-    return {
-        "window": window,
-        "expected": 3 * 7919,
-        "answer": result.answer,
-        "seconds": round(time.perf_counter() - started, 1),
-        "summaries": summaries,
-    }
-
-
-def plot(runs: list[dict[str, Any]], window: int, path: Path) -> bool:
-    """The prompt tokens of every turn, one line per run; False without matplotlib."""
+def plot(series: dict[str, list[int]], window: int, path: Path, unit: str = "estimated") -> bool:
+    """The prompt tokens of every turn, one line per labelled run; False without matplotlib.
+    ``benchmarks/long_chat.py`` plots the embedded model's with it."""
     try:
         import matplotlib  # optional: the plot is extra (pip install matplotlib)
 
@@ -118,16 +102,20 @@ def plot(runs: list[dict[str, Any]], window: int, path: Path) -> bool:
     except ImportError:
         return False
     figure, axes = plt.subplots(figsize=(7, 3.5))
-    for run in runs:
-        label = f"compact_at={run['compact_at']}" if run["compact_at"] else "no compaction (history_tokens=2000)"
-        axes.plot(range(1, len(run["prompt_tokens"]) + 1), run["prompt_tokens"], label=label)
+    for label, prompts in series.items():
+        axes.plot(range(1, len(prompts) + 1), prompts, label=label)
     axes.axhline(window, color="grey", linestyle="--", label=f"window ({window} tokens)")
     axes.set_xlabel("turn")
-    axes.set_ylabel("prompt tokens (estimated)")
+    axes.set_ylabel(f"prompt tokens ({unit})")
     axes.legend()
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     return True
+
+
+def label(compact_at: float | None, window: int) -> str:
+    """How a run is named in the plot."""
+    return f"compact_at={compact_at}" if compact_at else f"no compaction (history {int(window * HISTORY_SHARE)} tokens)"
 
 
 def main() -> None:
@@ -135,15 +123,14 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=200)
     parser.add_argument("--window", type=int, default=4000)
     parser.add_argument("--plot", type=Path, default=None)
-    parser.add_argument("--embedded", type=int, default=0, metavar="WINDOW")
     args = parser.parse_args()
-    if args.embedded:
-        print(json.dumps(asyncio.run(embedded(args.embedded)), ensure_ascii=False))
-        return
+    print(json.dumps({"turns": args.turns, "window": args.window, "load_average": os.getloadavg()}))
     runs = [asyncio.run(conversation(args.turns, args.window, at)) for at in (None, 0.8)]
     for run in runs:
         print(json.dumps({k: v for k, v in run.items() if k != "prompt_tokens"}))
-    if args.plot is not None and plot(runs, args.window, args.plot):
+    if args.plot is not None and plot(
+        {label(run["compact_at"], args.window): run["prompt_tokens"] for run in runs}, args.window, args.plot
+    ):
         print(f"plot: {args.plot}")
 
 

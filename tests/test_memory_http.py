@@ -49,6 +49,13 @@ def say(client: httpx.Client, message: str) -> str:
     return str(session)
 
 
+def answer(client: httpx.Client) -> str:
+    """The stored session of a new turn asking for the locker code, as text."""
+    session = client.post("/v1/sessions").json()["session"]
+    client.post(f"/v1/sessions/{session}/messages", json={"message": "what is my locker code?"})
+    return str(client.get(f"/v1/sessions/{session}").json())
+
+
 def test_each_user_sees_and_forgets_only_their_own_facts(tmp_path: Path) -> None:
     with running(app(f"sqlite:///{tmp_path / 'm.db'}", USERS)) as base:
         alice = httpx.Client(base_url=base, headers={"Authorization": "Bearer token-alice"}, timeout=20)
@@ -63,8 +70,10 @@ def test_each_user_sees_and_forgets_only_their_own_facts(tmp_path: Path) -> None
         assert bob.delete(f"/v1/memory/{facts[0]['id']}", params={"scope": "alice"}).status_code == 404
         assert alice.get("/v1/memory").json()["facts"] != []
         # forgotten, it is gone from the list and from the next turn's prompt
+        assert "I remember you" in answer(alice)
         assert alice.delete(f"/v1/memory/{facts[0]['id']}").status_code == 204
         assert alice.get("/v1/memory").json() == {"facts": []}
+        assert "no idea" in answer(alice)  # the next turn's prompt does not carry it
         assert alice.delete(f"/v1/memory/{facts[0]['id']}").status_code == 404
         assert httpx.get(f"{base}/v1/memory").status_code == 401
         alice.close()
@@ -76,12 +85,6 @@ def test_a_fact_is_in_the_users_next_session_and_not_in_anothers(tmp_path: Path)
         alice = httpx.Client(base_url=base, headers={"Authorization": "Bearer token-alice"}, timeout=20)
         bob = httpx.Client(base_url=base, headers={"Authorization": "Bearer token-bob"}, timeout=20)
         say(alice, "remember the locker code is 4417")
-
-        def answer(client: httpx.Client) -> str:
-            session = client.post("/v1/sessions").json()["session"]
-            client.post(f"/v1/sessions/{session}/messages", json={"message": "what is my locker code?"})
-            return str(client.get(f"/v1/sessions/{session}").json())
-
         assert "I remember you" in answer(alice)
         assert "no idea" in answer(bob)
         alice.close()

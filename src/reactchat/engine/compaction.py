@@ -99,7 +99,10 @@ async def carried(
     limit = int(threshold * per_token)
     prompt = size(summary, history)
     room = int(limit * RECALL_SHARE)
-    if prompt <= limit:
+    # once a summary covers earlier turns, their recalled share is kept free: a prompt just
+    # under the threshold would otherwise leave the recalled turns no room at all
+    reserved = room if latest else 0
+    if prompt + reserved <= limit:
         return (
             with_recalled(agent.pack, state, turn, question, summary, turns, min(room, limit - prompt)),
             history,
