@@ -370,3 +370,17 @@ async def test_a_fact_the_summary_lost_is_recalled_from_the_turn_that_said_it(st
     assert f"remember code 3 is {value(3)}" in recalled
     assert recalled.count("User:") <= 2
     await agent.store.close()
+
+
+async def test_without_compaction_the_history_fits_its_tokens_by_the_models_own_count() -> None:
+    oracle = CharTokens()  # a token a character: history_tokens=300 is 300 characters, not 1,200
+    agent = Agent(oracle, history_tokens=300, ask_user=False)
+    session = None
+    for n in range(1, 21):
+        session = (await agent.arun(f"remember code {n} is {value(n)}", session)).session
+    last = oracle.requests[-1].messages[1].content
+    history = last.split(PACKS["en"].history_header, 1)[1] if PACKS["en"].history_header in last else ""
+    carried = sum(
+        len(line.split(": ", 1)[-1]) for line in history.splitlines() if line.startswith(("User:", "Assistant:"))
+    )
+    assert 0 < carried <= 300, carried

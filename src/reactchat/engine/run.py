@@ -33,6 +33,9 @@ from reactchat.messages import CompactionEvent, DeltaEvent, ErrorEvent, Event, I
 from reactchat.store import Store
 from reactchat.store._artifacts import safe_name
 
+#: how many of the newest turns tell what a token of the history is for the model's tokenizer
+HISTORY_SAMPLE = 8
+
 #: a stretch of a run: the loop's events, the turn they belong to, how it stands, and
 #: whether its final answer releases the turn's lock
 Stretch = tuple[AsyncIterator[Event], Turn, Outcome, bool]
@@ -323,7 +326,8 @@ class Run:
         agent = self.agent
         await tokens.discover(agent.model)  # the first run of a remote model asks its server
         if agent.compact_at is None:
-            budget = tokens.history_chars(agent.model, agent.history_tokens, agent.context_tokens)
+            newest = "".join(q + a for q, a in state.history(before=turn.index)[-HISTORY_SAMPLE:])
+            budget = tokens.history_chars(agent.model, agent.history_tokens, agent.context_tokens, newest)
             return "", state.history(before=turn.index, budget=budget), None
         specs = [t.spec for t in agent.tools]
 

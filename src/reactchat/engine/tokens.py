@@ -111,12 +111,13 @@ async def discover(model: Model) -> int | None:
     return window(model)
 
 
-def history_chars(model: Model, history_tokens: int | None, context_tokens: int) -> int:
+def history_chars(model: Model, history_tokens: int | None, context_tokens: int, sample: str = "") -> int:
     """How many characters of earlier turns a prompt carries: ``history_tokens`` tokens, else
-    ``HISTORY_SHARE`` of the window (the model's, within the agent's ``context_tokens``)."""
+    ``HISTORY_SHARE`` of the window (the model's, within the agent's ``context_tokens``),
+    each token weighed at what one is of ``sample`` (the newest turns) for the model."""
     if history_tokens is None:
         history_tokens = int(min(context_tokens, window(model) or context_tokens) * HISTORY_SHARE)
-    return int(history_tokens * ratio(model.name))
+    return int(history_tokens * chars_per_token(model, sample))
 
 
 def request_chars(request: Request) -> int:
