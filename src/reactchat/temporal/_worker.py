@@ -9,17 +9,21 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from reactchat.agent import Agent
 from reactchat.temporal._activities import HEARTBEAT, Activities
-from reactchat.temporal._workflow import TASK_QUEUE, TurnWorkflow
+from reactchat.temporal._calls import Calls
+from reactchat.temporal._inflow import AGENTS
+from reactchat.temporal._types import TASK_QUEUE
+from reactchat.temporal._workflow import TurnWorkflow
 
 
 def make_worker(client: Client, agent: Agent, task_queue: str = TASK_QUEUE, concurrency: int = 100) -> Worker:
     """A Temporal worker that runs ``agent``'s turns: the workflow and its activities."""
-    activities = Activities(agent)
+    activities, calls = Activities(agent), Calls(agent)
+    AGENTS[task_queue] = agent  # what this queue's workflows run in this process
     return Worker(
         client,
         task_queue=task_queue,
         workflows=[TurnWorkflow],
-        activities=[activities.mark, activities.stretch],
+        activities=[activities.mark, activities.stretch, calls.model, calls.tool, calls.reconcile, calls.store],
         max_concurrent_activities=concurrency,
         # a cancel reaches a running stretch in the answer to its next heartbeat, which the
         # SDK sends at most every 0.8 heartbeat timeouts unless told otherwise: within 1 s
