@@ -14,16 +14,12 @@ from __future__ import annotations
 
 from temporalio import workflow
 
-from reactchat.agent import Agent
 from reactchat.engine.budget import Budget
 from reactchat.engine.session import RunResult
 from reactchat.errors import AlreadyAnswered, ReactchatError, SessionBusy
-from reactchat.temporal._proxies import CallLost, StoreProxy, proxiable, proxied
+from reactchat.temporal._children import proxiable, proxied
+from reactchat.temporal._proxies import AGENTS, CallLost, StoreProxy
 from reactchat.temporal._types import Ended, Message
-
-#: the agent of each task queue this process runs a worker for (``make_worker`` sets it):
-#: what the workflows of that queue run
-AGENTS: dict[str, Agent] = {}
 
 
 def runs_inflow() -> bool:

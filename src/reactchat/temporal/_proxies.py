@@ -33,7 +33,6 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
 
 from reactchat.agent import Agent
-from reactchat.engine.spec import Hooks
 from reactchat.errors import AlreadyAnswered, NoSuchEvent, ReactchatError, SessionBusy, SessionNotFound
 from reactchat.messages import Event, ImagePart, Reply, Request, stored_event, stored_json
 from reactchat.messages.images import Observation
@@ -297,6 +296,10 @@ class StoreProxy:
         if seqs:
             self.length[session] = max(self.length.get(session, 0), *seqs)
 
+    def saw(self, session: str, seq: int) -> None:
+        """An event of ``session`` at ``seq`` was stored by another workflow (a child's)."""
+        self.length[session] = max(self.length.get(session, 0), seq)
+
     def _events(self, answer: StoreAnswer) -> list[Event]:
         return [json_event(e) for e in answer.events]
 
@@ -392,35 +395,11 @@ def _store_error(error: ActivityError, session: str) -> BaseException:
     return ReactchatError(f"{cause.type}: {cause.message}")
 
 
-# ---------------------------------------------------------------------- the agent
+# ---------------------------------------------------------------------- the agents
 
-
-def proxiable(agent: Agent) -> bool:
-    """Whether every part of ``agent`` (and of its sub-agents) can be proxied: no MCP
-    toolsets, no hooks, no memory (they reach the store and the world on their own)."""
-    hooks = agent.hooks
-    if agent.toolsets or agent.memory is not None or agent.plan or agent.reflect is not None:
-        return False
-    if hooks.session_tools or hooks.turn_end or hooks.new_message or hooks.instructions:
-        return False
-    return all(proxiable(t.agent) for t in agent.tools if isinstance(t, SubAgent) and isinstance(t.agent, Agent))
-
-
-def proxied(agent: Agent, store: StoreProxy, heartbeat: float, prefix: str = "") -> Agent:
-    """A copy of ``agent`` whose model, tools and store (its sub-agents' too) are proxies."""
-    path = f"{prefix}{agent.name}"
-    inflow = copy.copy(agent)
-    inflow._model = ModelProxy(agent.model, path, heartbeat)
-    inflow._store = store
-    inflow.tools = [_proxied_tool(t, store, heartbeat, path) for t in agent.tools]
-    inflow.hooks = Hooks(lambda: store)
-    return inflow
-
-
-def _proxied_tool(tool: Tool, store: StoreProxy, heartbeat: float, path: str) -> Tool:
-    if isinstance(tool, SubAgent) and isinstance(tool.agent, Agent):
-        return SubAgent(proxied(tool.agent, store, heartbeat, path + "/"), memory=tool.memory)
-    return ActivityTool(tool, path, heartbeat)
+#: the agent of each task queue this process runs a worker for (``make_worker`` sets it):
+#: what the workflows of that queue run
+AGENTS: dict[str, Agent] = {}
 
 
 def find_agent(root: Agent, path: str) -> Agent:
@@ -430,20 +409,16 @@ def find_agent(root: Agent, path: str) -> Agent:
         raise LookupError(f"no agent {path!r} under {root.name!r}")
     agent = root
     for name in rest:
-        agent = next(
-            t.agent
-            for t in agent.tools
-            if isinstance(t, SubAgent) and isinstance(t.agent, Agent) and t.agent.name == name
-        )
+        subs = [t.agent for t in agent.tools if isinstance(t, SubAgent) and isinstance(t.agent, Agent)]
+        agent = next(a for a in subs if a.name == name)
     return agent
 
 
 __all__ = [
+    "AGENTS",
     "ActivityTool",
     "CallLost",
     "ModelProxy",
     "StoreProxy",
     "find_agent",
-    "proxiable",
-    "proxied",
 ]

@@ -10,7 +10,8 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 from reactchat.agent import Agent
 from reactchat.temporal._activities import HEARTBEAT, Activities
 from reactchat.temporal._calls import Calls
-from reactchat.temporal._inflow import AGENTS
+from reactchat.temporal._children import NestedWorkflow
+from reactchat.temporal._proxies import AGENTS
 from reactchat.temporal._types import TASK_QUEUE
 from reactchat.temporal._workflow import TurnWorkflow
 
@@ -22,7 +23,7 @@ def make_worker(client: Client, agent: Agent, task_queue: str = TASK_QUEUE, conc
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[TurnWorkflow],
+        workflows=[TurnWorkflow, NestedWorkflow],
         activities=[activities.mark, activities.stretch, calls.model, calls.tool, calls.reconcile, calls.store],
         max_concurrent_activities=concurrency,
         # a cancel reaches a running stretch in the answer to its next heartbeat, which the
