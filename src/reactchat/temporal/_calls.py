@@ -3,9 +3,9 @@ call, one reconcile, one store call, each on the worker's real agent.
 
 A store call is a local activity: a worker that died after running one but before its
 workflow task was recorded leaves it to be run again by the worker that replays the
-workflow. So an append looks first at the log position it expects: if the events
-there are its own (same kind, place and call), it was made already and is not made
-again; a lock read that finds its own opening event there takes it as its own.
+workflow. So an append first reads the log from the position it expects: if its last
+events are the append's own (same kind, place, call and text), it was made already and
+is not made again; a lock read that finds its own opening event there takes it as its own.
 """
 
 from __future__ import annotations
@@ -149,11 +149,12 @@ async def store_call(store: Store, call: StoreCall) -> StoreAnswer:
 
 async def _append(store: Store, call: StoreCall, events: list[Event]) -> StoreAnswer:
     if call.expected is not None:
-        there = await store.events(call.session, since=call.expected)
-        if ours(there[: len(events)], events):  # made before, by a worker that died unrecorded
+        # made before, by a worker that died unrecorded: they are the last events of the log
+        there = (await store.events(call.session, since=call.expected))[-len(events) :]
+        if ours(there, events):
             if call.method == "append_unlock":
                 await store.unlock(call.session, str(call.args[0]))
-            return StoreAnswer(seqs=[e.seq for e in there[: len(events)]])
+            return StoreAnswer(seqs=[e.seq for e in there])
     if call.method == "append":
         await store.append(*events)
     else:
