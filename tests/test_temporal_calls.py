@@ -124,18 +124,16 @@ async def test_a_store_call_run_again_by_a_replaying_worker_appends_its_events_o
         step = [event_json(ThoughtEvent(session="s", turn=1, step=1, text="t"))]
         assert (await store_call(store, StoreCall("append", "s", [], step, 1))).seqs == [2]
         assert (await store_call(store, StoreCall("append", "s", [], step, 1))).seqs == [2]
-        answer = [event_json(AnswerEvent(session="s", turn=1, step=2, text="a"))]
-        end = StoreCall("append_unlock", "s", ["temporal-run-1"], answer, 2)
-        assert (await store_call(store, end)).seqs == (await store_call(store, end)).seqs == [3]
+        # an activity that carried ``t`` failed after making it: ``t`` waits again, with ``u``
+        more = [*step, event_json(ThoughtEvent(session="s", turn=1, step=2, text="u"))]
+        assert (await store_call(store, StoreCall("append", "s", [], more, 1))).seqs == [2, 3]
+        answer = [event_json(AnswerEvent(session="s", turn=1, step=3, text="a"))]
+        end = StoreCall("append_unlock", "s", ["temporal-run-1"], answer, 3)
+        assert (await store_call(store, end)).seqs == (await store_call(store, end)).seqs == [4]
         other = [event_json(ThoughtEvent(session="s", turn=1, step=1, text="another"))]
-        assert (await store_call(store, StoreCall("append", "s", [], other, 1))).seqs == [4]  # not ours: made
-        events = await store.events("s")
-        assert [(e.type, e.text) for e in events] == [
-            ("user", "hi"),
-            ("thought", "t"),
-            ("answer", "a"),
-            ("thought", "another"),
-        ]
+        assert (await store_call(store, StoreCall("append", "s", [], other, 1))).seqs == [5]  # not ours: made
+        texts = [(e.type, e.text) for e in await store.events("s")]
+        assert texts == [("user", "hi"), ("thought", "t"), ("thought", "u"), ("answer", "a"), ("thought", "another")]
         assert await store.try_lock("s", "someone-else", 60.0)  # append_unlock released the lock
     finally:
         await store.close()

@@ -3,9 +3,10 @@ call, one reconcile, one store call, each on the worker's real agent.
 
 A store call is a local activity: a worker that died after running one but before its
 workflow task was recorded leaves it to be run again by the worker that replays the
-workflow. So an append first reads the log from the position it expects: if its last
-events are the append's own (same kind, place, call and text), it was made already and
-is not made again; a lock read that finds its own opening event there takes it as its own.
+workflow; and the appends a model or tool activity carries are made again by its retry.
+So an append first reads the log from the position it expects: the first of its events
+that the log ends with (same kind, place, call and text) were made already and are not
+made again; a lock read that finds its own opening event there takes it as its own.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Sequence
+from datetime import timedelta
 from typing import Any
 
 from temporalio import activity
@@ -25,8 +27,9 @@ from reactchat.messages import Event, Request
 from reactchat.messages.images import Observation
 from reactchat.models import ContextTooLong, ModelError
 from reactchat.store import Store
-from reactchat.temporal._activities import _heartbeats
+from reactchat.temporal._activities import HEARTBEAT
 from reactchat.temporal._proxies import (
+    ModelAnswer,
     ModelCall,
     StoreAnswer,
     StoreCall,
@@ -51,17 +54,32 @@ async def beating() -> AsyncIterator[None]:
             await beat
 
 
+async def _heartbeats(timeout: timedelta | None) -> None:
+    """Heartbeat a third of the timeout apart, at least every ``HEARTBEAT`` seconds; not at
+    the start (the timeout counts from it): a call shorter than that sends none, one
+    request to the server fewer."""
+    seconds = min(timeout.total_seconds() / 3, HEARTBEAT) if timeout is not None else HEARTBEAT
+    while True:
+        await asyncio.sleep(seconds)
+        activity.heartbeat()
+
+
 class Calls:
     """The per-call activities, over one agent (its sub-agents are found by path)."""
 
     def __init__(self, agent: Agent) -> None:
         self.agent = agent
 
+    async def carried(self, call: StoreCall | None) -> list[int]:
+        """Make the appends an activity carries (before its call), once; their seqs."""
+        return [] if call is None else (await self.store(call)).seqs
+
     @activity.defn(name="reactchat.model")
-    async def model(self, call: ModelCall) -> str:
-        """One model call of the agent at ``call.path``: the reply as JSON."""
+    async def model(self, call: ModelCall) -> ModelAnswer:
+        """One model call of the agent at ``call.path``, after the appends it carries."""
         model = find_agent(self.agent, call.path).model
         request = Request.model_validate_json(call.request)
+        seqs = await self.carried(call.carried)
         async with beating():
             try:
                 reply = await model.complete(request)
@@ -69,13 +87,14 @@ class Calls:
                 raise ApplicationError(str(error), type="ContextTooLong", non_retryable=True) from None
             except ModelError as error:
                 raise ApplicationError(str(error), type="ModelError", non_retryable=True) from None
-        return reply.model_dump_json()
+        return ModelAnswer(reply.model_dump_json(), seqs)
 
     @activity.defn(name="reactchat.tool")
     async def tool(self, call: ToolCall) -> ToolOutcome:
         """One tool call: what it returned, asked or raised (a tool's failure is the model's
         to route around, so it is an outcome, not a failed activity)."""
         agent, tool = self._tool(call)
+        seqs = await self.carried(call.carried)  # an unsafe call's action is durable before it runs
         context = None
         if tool.context_params:
             store = self.agent.store
@@ -85,15 +104,15 @@ class Calls:
             try:
                 value = await tool.run(json.loads(call.arguments), context, agent.threads)
             except PauseForUser as pause:
-                return ToolOutcome(pause=pause.question, kind=pause.kind)
+                return ToolOutcome(pause=pause.question, kind=pause.kind, seqs=seqs)
             except ToolTimeout as error:
-                return ToolOutcome(text=str(error), timeout=True)
+                return ToolOutcome(text=str(error), timeout=True, seqs=seqs)
             except Exception as error:
-                return ToolOutcome(text=str(error), error=type(error).__name__)
+                return ToolOutcome(text=str(error), error=type(error).__name__, seqs=seqs)
         images = ""
         if isinstance(value, Observation) and value.images:
             images = json.dumps([i.model_dump(mode="json") for i in value.images])
-        return ToolOutcome(text=observation_text(value), images=images)
+        return ToolOutcome(text=observation_text(value), images=images, seqs=seqs)
 
     @activity.defn(name="reactchat.reconcile")
     async def reconcile(self, call: ToolCall) -> str | None:
@@ -148,18 +167,27 @@ async def store_call(store: Store, call: StoreCall) -> StoreAnswer:
 
 
 async def _append(store: Store, call: StoreCall, events: list[Event]) -> StoreAnswer:
+    made: list[Event] = []
     if call.expected is not None:
-        # made before, by a worker that died unrecorded: they are the last events of the log
-        there = (await store.events(call.session, since=call.expected))[-len(events) :]
-        if ours(there, events):
-            if call.method == "append_unlock":
-                await store.unlock(call.session, str(call.args[0]))
-            return StoreAnswer(seqs=[e.seq for e in there])
-    if call.method == "append":
-        await store.append(*events)
-    else:
-        await store.append_unlock(str(call.args[0]), *events)
-    return StoreAnswer(seqs=[e.seq for e in events])
+        # made before, by a worker that died unrecorded, or by an activity that carried them
+        # and failed: the log ends with them (all, or the first of them)
+        there = await store.events(call.session, since=call.expected)
+        made = there[len(there) - overlap(there, events) :] if there else []
+    rest = events[len(made) :]
+    if call.method == "append" and rest:
+        await store.append(*rest)
+    elif call.method == "append_unlock":
+        owner = str(call.args[0])
+        await (store.append_unlock(owner, *rest) if rest else store.unlock(call.session, owner))
+    return StoreAnswer(seqs=[e.seq for e in [*made, *rest]])
+
+
+def overlap(there: Sequence[Event], events: Sequence[Event]) -> int:
+    """How many of the first ``events`` the stored events ``there`` end with."""
+    for count in range(min(len(there), len(events)), 0, -1):
+        if ours(there[len(there) - count :], events[:count]):
+            return count
+    return 0
 
 
 async def _lock_read(store: Store, call: StoreCall, then: list[Event]) -> StoreAnswer:

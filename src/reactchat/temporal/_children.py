@@ -91,6 +91,8 @@ class ChildAgent(SubAgent):
         delegation = Delegation(parent.session, parent.turn, parent.agent, parent.run, call.call_id, self.name, task,
                                 self.memory, parent.max_depth, self.heartbeat, budget)  # fmt: skip
         nested = f"{parent.run}/{call.call_id}" if parent.run else call.call_id
+        store: StoreProxy = parent.store
+        await store.flush()  # the child reads the turn's events from the store
         try:
             done: Delegated = await workflow.execute_child_workflow(
                 "reactchat.nested",
@@ -103,7 +105,6 @@ class ChildAgent(SubAgent):
             if isinstance(error.cause, CancelledError):  # cancelled with its parent
                 raise asyncio.CancelledError() from None
             raise
-        store: StoreProxy = parent.store
         for text in done.events:
             event = json_event(text)
             store.saw(event.session, event.seq)
@@ -162,6 +163,7 @@ class NestedWorkflow:
                     done.events.append(event_json(item))
         except CallLost:
             done.lost = True
+        await store.flush()  # what the run appended last (its question, its answer)
         return done
 
 
@@ -180,7 +182,7 @@ def proxied(agent: Agent, store: StoreProxy, heartbeat: float, prefix: str = "")
     """A copy of ``agent`` whose model, tools and store (its sub-agents' too) are proxies."""
     path = f"{prefix}{agent.name}"
     inflow = copy.copy(agent)
-    inflow._model = ModelProxy(agent.model, path, heartbeat)
+    inflow._model = ModelProxy(agent.model, path, heartbeat, store)
     inflow._store = store
     inflow.tools = [_proxied_tool(t, store, heartbeat, path) for t in agent.tools]
     inflow.hooks = Hooks(lambda: store)
@@ -190,7 +192,7 @@ def proxied(agent: Agent, store: StoreProxy, heartbeat: float, prefix: str = "")
 def _proxied_tool(tool: Tool, store: StoreProxy, heartbeat: float, path: str) -> Tool:
     if isinstance(tool, SubAgent) and isinstance(tool.agent, Agent):
         return ChildAgent(tool.agent, tool.memory, heartbeat)
-    return ActivityTool(tool, path, heartbeat)
+    return ActivityTool(tool, path, heartbeat, store)
 
 
 __all__ = ["ChildAgent", "Delegated", "Delegation", "NestedWorkflow", "proxiable", "proxied"]

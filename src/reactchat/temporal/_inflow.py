@@ -49,7 +49,9 @@ async def stretch_inflow(session: str, message: Message, heartbeat: float) -> En
     except (SessionBusy, AlreadyAnswered) as refused:
         return Ended(status="refused", error=type(refused).__name__, answer=str(refused))
     except ReactchatError as failed:  # a model's key, a bad configuration: the operator's to mend
+        await store.flush()
         return Ended(status="failed", error=type(failed).__name__, answer=str(failed))
+    await store.flush()  # a run ends with its unlock, which appends what waits: nothing is left
     return ended(result)
 
 

@@ -67,10 +67,20 @@ def retries(attempts: int = 0) -> RetryPolicy:
 
 @dataclass
 class ModelCall:
-    """A model call of the agent at ``path``: its request as JSON."""
+    """A model call of the agent at ``path``: its request as JSON, and the appends the
+    workflow made since its last store call (``carried``), made first."""
 
     path: str
     request: str
+    carried: StoreCall | None = None
+
+
+@dataclass
+class ModelAnswer:
+    """A model call's reply as JSON, and the seqs the carried appends got."""
+
+    reply: str
+    seqs: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -87,6 +97,7 @@ class ToolCall:
     agent: str = ""
     run: str = ""
     message: str = ""
+    carried: StoreCall | None = None
 
 
 @dataclass
@@ -100,6 +111,8 @@ class ToolOutcome:
     kind: str = "question"
     error: str | None = None
     timeout: bool = False
+    #: the seqs the carried appends got
+    seqs: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -143,8 +156,8 @@ class ModelProxy:
     """The model of the agent at ``path``, each call an activity; its capabilities are the
     real model's, read when the workflow's agent is made."""
 
-    def __init__(self, real: Model, path: str, heartbeat: float) -> None:
-        self.path, self.heartbeat = path, heartbeat
+    def __init__(self, real: Model, path: str, heartbeat: float, store: StoreProxy) -> None:
+        self.path, self.heartbeat, self.store = path, heartbeat, store
         self.name = real.name
         self.supports_tools = real.supports_tools
         self.context_tokens = real.context_tokens
@@ -153,17 +166,19 @@ class ModelProxy:
     async def complete(self, request: Request) -> Reply:
         """One call of the activity ``reactchat.model``, retried by Temporal."""
         try:
-            answer: str = await workflow.execute_activity(
+            answer: ModelAnswer = await workflow.execute_activity(
                 "reactchat.model",
-                ModelCall(self.path, request.model_dump_json()),
-                result_type=str,
+                ModelCall(self.path, request.model_dump_json(), self.store.carry()),
+                result_type=ModelAnswer,
                 start_to_close_timeout=timedelta(hours=1),
                 heartbeat_timeout=timedelta(seconds=self.heartbeat),
                 retry_policy=retries(),
             )
         except ActivityError as error:
+            self.store.lost()
             raise _model_error(error) from None
-        return Reply.model_validate_json(answer)
+        self.store.landed(answer.seqs)
+        return Reply.model_validate_json(answer.reply)
 
 
 def cancelled(error: ActivityError) -> BaseException:
@@ -189,11 +204,11 @@ class ActivityTool(Tool):
     """A tool as the workflow's engine sees it: the real tool's name, schema, effect and
     rules, each call the activity ``reactchat.tool`` (see the module's docstring)."""
 
-    def __init__(self, real: Tool, path: str, heartbeat: float) -> None:
+    def __init__(self, real: Tool, path: str, heartbeat: float, store: StoreProxy) -> None:
         # the same schema and checks as the real tool: validation happens in the workflow
         vars(self).update(copy.copy(vars(real)))
         self.real_type = type(real)
-        self.path, self.heartbeat = path, heartbeat
+        self.path, self.heartbeat, self.store = path, heartbeat, store
         self.timeout = None  # the real tool's own timeout applies in the activity
         if real.reconcile is not None:
             self.reconcile = self._reconcile
@@ -211,6 +226,7 @@ class ActivityTool(Tool):
             call.session, call.turn, call.call_id = context.session, context.turn, context.call_id
             call.agent, call.run, call.message = context.agent, context.run, context.message
         unsafe = self.effect == "unsafe"
+        call.carried = self.store.carry()  # an unsafe call's action is durable before it runs
         try:
             outcome: ToolOutcome = await workflow.execute_activity(
                 "reactchat.tool",
@@ -221,9 +237,11 @@ class ActivityTool(Tool):
                 retry_policy=retries(1 if unsafe else 0),
             )
         except ActivityError as error:
+            self.store.lost()
             if unsafe and isinstance(error.cause, TimeoutError):
                 raise CallLost(self.name) from None
             raise cancelled(error) from None
+        self.store.landed(outcome.seqs)
         return _outcome(outcome)
 
     async def _reconcile(self, **arguments: Any) -> str | None:
@@ -261,19 +279,53 @@ def _outcome(outcome: ToolOutcome) -> Any:
 
 
 class StoreProxy:
-    """The agent's store as the workflow sees it: each call a local activity.
+    """The agent's store as the workflow sees it: each call a local activity, except appends.
 
-    Every turn lock this workflow takes is held by one owner, the workflow's own run id,
-    whatever owner the engine names: the engine's is random, and a replay on another
-    worker must release the lock the first worker took.
+    An append waits for the workflow's next activity and is made by it first, before its
+    model or tool call (``carry``): a step's events cost no call of their own. Any other
+    store call makes the waiting appends first (a turn ends with one: its unlock), and so
+    does a child workflow before it starts. Every turn lock this workflow takes is held by
+    one owner, the workflow's own run id, whatever owner the engine names: the engine's is
+    random, and a replay on another worker must release the lock the first worker took.
     """
 
     def __init__(self, url: str, owner: str) -> None:
         self.url, self.owner = url, owner
         #: each session's log length as this workflow last saw it: what an append expects
         self.length: dict[str, int] = {}
+        #: appends not made yet, and those an activity in flight makes
+        self.pending: list[Event] = []
+        self.carried: list[Event] = []
+
+    def carry(self) -> StoreCall | None:
+        """The waiting appends, for the activity about to be scheduled to make first."""
+        if not self.pending:
+            return None
+        self.carried, self.pending = self.pending, []
+        session = self.carried[0].session
+        return StoreCall("append", session, [], [event_json(e) for e in self.carried], self.length.get(session))
+
+    def landed(self, seqs: list[int]) -> None:
+        """The carried appends were made, at ``seqs``."""
+        for event, seq in zip(self.carried, seqs, strict=True):
+            event.seq = seq
+            self.saw(event.session, seq)
+        self.carried = []
+
+    def lost(self) -> None:
+        """The activity that carried appends failed: they wait again (if it made them before
+        failing, the next append finds them at the end of the log and skips them)."""
+        self.pending, self.carried = [*self.carried, *self.pending], []
+
+    async def flush(self) -> None:
+        """Make the waiting appends now (a local activity), if any."""
+        if self.pending:
+            events, self.pending = self.pending, []
+            await self._write("append", (), tuple(events))
 
     async def _call(self, call: StoreCall) -> StoreAnswer:
+        if call.method not in ("append", "append_unlock"):
+            await self.flush()
         try:
             answer: StoreAnswer = await workflow.execute_local_activity(
                 "reactchat.store",
@@ -325,14 +377,19 @@ class StoreProxy:
         return self._events(answer)
 
     async def append(self, *events: Event) -> None:
-        """Append ``events``, once, at the log position this workflow expects."""
-        await self._append("append", (), events)
+        """Append ``events`` with the workflow's next activity or store call (``carry``); their
+        seqs until then are where they would go."""
+        session = events[0].session
+        for event in events:
+            event.seq = self.length.get(session, 0) + len(self.pending) + 1
+            self.pending.append(event)
 
     async def append_unlock(self, owner: str, *events: Event) -> None:
-        """Append ``events`` once, then release this workflow's lock."""
-        await self._append("append_unlock", (self.owner,), events)
+        """Append the waiting events and ``events`` once, then release this workflow's lock."""
+        waiting, self.pending = self.pending, []
+        await self._write("append_unlock", (self.owner,), (*waiting, *events))
 
-    async def _append(self, method: str, args: tuple[Any, ...], events: tuple[Event, ...]) -> None:
+    async def _write(self, method: str, args: tuple[Any, ...], events: tuple[Event, ...]) -> None:
         session = events[0].session
         call = StoreCall(method, session, list(args), [event_json(e) for e in events], self.length.get(session))
         answer = await self._call(call)
@@ -358,8 +415,11 @@ class StoreProxy:
         return self._events(answer)
 
     async def unlock(self, session_id: str, owner: str) -> None:
-        """Release this workflow's lock."""
-        await self._call(StoreCall("unlock", session_id, [self.owner]))
+        """Release this workflow's lock (after the waiting appends, in one call)."""
+        if self.pending:
+            await self.append_unlock(owner)
+        else:
+            await self._call(StoreCall("unlock", session_id, [self.owner]))
 
     async def origin(self, session_id: str) -> tuple[str, int] | None:
         """Where a forked session came from."""
