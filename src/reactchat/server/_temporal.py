@@ -28,7 +28,7 @@ from reactchat.models import ModelError
 from reactchat.server._turns import TurnFeed, Turns
 from reactchat.store import Store
 from reactchat.temporal._client import TemporalTurns
-from reactchat.temporal._workflow import TASK_QUEUE, Ended
+from reactchat.temporal._types import TASK_QUEUE, Ended
 
 log = logging.getLogger("reactchat.server")
 

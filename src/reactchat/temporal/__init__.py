@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from reactchat.temporal._activities import Activities
 from reactchat.temporal._client import TemporalTurns, workflow_id
+from reactchat.temporal._types import TASK_QUEUE, Ended, Message
 from reactchat.temporal._worker import make_worker, run_worker
-from reactchat.temporal._workflow import TASK_QUEUE, Ended, Message, TurnWorkflow
+from reactchat.temporal._workflow import TurnWorkflow
 
 __all__ = [
     "TASK_QUEUE",

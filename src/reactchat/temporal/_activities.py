@@ -20,10 +20,10 @@ from temporalio import activity
 
 from reactchat.agent import Agent
 from reactchat.engine.budget import Budget
-from reactchat.engine.session import RunResult
 from reactchat.errors import AlreadyAnswered, NothingToRun, SessionBusy
 from reactchat.store import SessionNotFound
-from reactchat.temporal._workflow import Ended, Stretch
+from reactchat.temporal._inflow import ended
+from reactchat.temporal._types import Ended, Stretch
 
 #: seconds between two heartbeats of a stretch at most: how long a cancel may take to reach it
 HEARTBEAT = 1.0
@@ -92,18 +92,6 @@ class Activities:
             question=pending.question if pending is not None else None,
             pending=pending.kind if pending is not None else None,
         )
-
-
-def ended(result: RunResult) -> Ended:
-    """The ``Ended`` of a run's result."""
-    pending = result.pending
-    return Ended(
-        status=result.status,
-        turn=result.turn,
-        answer=result.answer,
-        question=result.question,
-        pending=pending.kind if pending is not None else None,
-    )
 
 
 async def _heartbeats(timeout: timedelta | None) -> None:

@@ -17,7 +17,8 @@ from temporalio.exceptions import ApplicationError, CancelledError
 from temporalio.service import RPCError
 
 from reactchat.errors import SessionBusy
-from reactchat.temporal._workflow import TASK_QUEUE, Ended, Message, TurnInput, TurnWorkflow
+from reactchat.temporal._types import TASK_QUEUE, Ended, Message, TurnInput
+from reactchat.temporal._workflow import TurnWorkflow
 
 #: how many times a message is sent again when the workflow it reached had just finished
 RESENDS = 3

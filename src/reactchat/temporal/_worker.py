@@ -9,17 +9,30 @@ from temporalio.worker import UnsandboxedWorkflowRunner, Worker
 
 from reactchat.agent import Agent
 from reactchat.temporal._activities import HEARTBEAT, Activities
-from reactchat.temporal._workflow import TASK_QUEUE, TurnWorkflow
+from reactchat.temporal._calls import Calls
+from reactchat.temporal._children import NestedWorkflow
+from reactchat.temporal._proxies import AGENTS
+from reactchat.temporal._types import TASK_QUEUE
+from reactchat.temporal._workflow import TurnWorkflow
 
 
-def make_worker(client: Client, agent: Agent, task_queue: str = TASK_QUEUE, concurrency: int = 100) -> Worker:
-    """A Temporal worker that runs ``agent``'s turns: the workflow and its activities."""
-    activities = Activities(agent)
+def make_worker(
+    client: Client, agent: Agent, task_queue: str = TASK_QUEUE, concurrency: int = 100, *, calls: bool = True
+) -> Worker:
+    """A Temporal worker that runs ``agent``'s turns: the workflows and their activities.
+
+    With ``calls`` (the default) each model call and each tool call of a turn is an
+    activity, if every part of the agent can be (``_children.proxiable``); without, a
+    stretch of a turn is one activity (what ``benchmarks/temporal_overhead.py`` compares).
+    Every worker of a queue must say the same."""
+    activities, each = Activities(agent), Calls(agent)
+    if calls:
+        AGENTS[task_queue] = agent  # what this queue's workflows run in this process
     return Worker(
         client,
         task_queue=task_queue,
-        workflows=[TurnWorkflow],
-        activities=[activities.mark, activities.stretch],
+        workflows=[TurnWorkflow, NestedWorkflow],
+        activities=[activities.mark, activities.stretch, each.model, each.tool, each.reconcile, each.store],
         max_concurrent_activities=concurrency,
         # a cancel reaches a running stretch in the answer to its next heartbeat, which the
         # SDK sends at most every 0.8 heartbeat timeouts unless told otherwise: within 1 s
@@ -35,7 +48,7 @@ def make_worker(client: Client, agent: Agent, task_queue: str = TASK_QUEUE, conc
     )
 
 
-async def run_worker(address: str, agent: Agent, task_queue: str = TASK_QUEUE) -> None:
-    """Connect to ``address`` and run ``agent``'s turns until cancelled."""
+async def run_worker(address: str, agent: Agent, task_queue: str = TASK_QUEUE, *, calls: bool = True) -> None:
+    """Connect to ``address`` and run ``agent``'s turns until cancelled (``calls``: see ``make_worker``)."""
     client = await Client.connect(address)
-    await make_worker(client, agent, task_queue).run()
+    await make_worker(client, agent, task_queue, calls=calls).run()

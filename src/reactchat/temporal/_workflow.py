@@ -14,93 +14,22 @@ is refused by the update's validator instead, as a busy session is over HTTP.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
 
 from temporalio import workflow
 from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError
 
-#: the task queue of ``reactchat worker`` and ``reactchat serve --temporal`` by default
-TASK_QUEUE = "reactchat"
-#: errors a retry cannot mend: the operator must (a model's key, a bad configuration)
-PERMANENT = ["ModelError", "ConfigError", "TurnFailed", "ContextTooLong"]
-
-
-@dataclass
-class TurnInput:
-    """What a turn's workflow starts with."""
-
-    session: str
-    #: seconds without a heartbeat after which a stretch is retried on another worker
-    heartbeat: float = 10.0
-
-
-@dataclass
-class Message:
-    """A message for the session, and the id its sender waits on.
-
-    ``reply_to`` pins the pending item the sender saw (``Run``'s rule); ``after`` is the
-    session's log length the sender read before sending (None: the workflow reads it);
-    ``output_schema`` and ``budget`` (``Budget``'s fields) are this turn's, as over HTTP;
-    ``queue=False``: refuse the message while another stretch runs or waits to run.
-    """
-
-    id: str
-    text: str
-    reply_to: str | None = None
-    after: int | None = None
-    output_schema: dict[str, Any] | None = None
-    budget: dict[str, Any] | None = None
-    queue: bool = True
-
-
-@dataclass
-class Stretch:
-    """The input of a stretch: the message, and how many events the log held before it."""
-
-    session: str
-    text: str
-    after: int
-    reply_to: str | None = None
-    output_schema: dict[str, Any] | None = None
-    budget: dict[str, Any] | None = None
-
-
-@dataclass
-class Ended:
-    """How a stretch ended: the turn's status, its answer, or what it waits for.
-
-    ``status`` is a turn's (``done``, ``waiting``, ``stopped``, ``cancelled``) or
-    ``refused`` (the message was not taken: ``error`` names why, ``SessionBusy`` or
-    ``AlreadyAnswered``) or ``failed`` (``error`` names the exception, ``answer`` says it).
-    """
-
-    status: str
-    turn: int = 0
-    answer: str | None = None
-    question: str | None = None
-    pending: str | None = None
-    error: str | None = None
-
-
-@dataclass
-class Outcomes:
-    """What a finished workflow returns: each message's ``Ended``, by message id."""
-
-    ended: dict[str, Ended] = field(default_factory=dict)
+from reactchat.temporal._inflow import runs_inflow, stretch_inflow
+from reactchat.temporal._proxies import retries as call_retries
+from reactchat.temporal._types import Ended, Message, Outcomes, Stretch, TurnInput
 
 
 def retries() -> RetryPolicy:
     """Stretches are retried without limit: a retry runs the engine's recovery, which runs
     ``read`` and ``idempotent`` calls again and never an ``unsafe`` one (it pauses, in doubt).
     What the operator must mend (``PERMANENT``) is not retried."""
-    return RetryPolicy(
-        initial_interval=timedelta(milliseconds=200),
-        maximum_interval=timedelta(seconds=10),
-        non_retryable_error_types=PERMANENT,
-    )
+    return call_retries()
 
 
 @workflow.defn(name="reactchat.turn")
@@ -158,6 +87,8 @@ class TurnWorkflow:
                     "reactchat.mark", start.session, result_type=int, start_to_close_timeout=timedelta(seconds=30),
                     retry_policy=retries(),
                 )  # fmt: skip
+            if runs_inflow():  # each model call and each tool call an activity
+                return await stretch_inflow(start.session, message, start.heartbeat)
             stretch = Stretch(
                 start.session, message.text, after, message.reply_to, message.output_schema, message.budget
             )
