@@ -105,10 +105,10 @@ class Workers:
                     "DELAY": str(delay), "PYTHONPATH": f"{ROOT / 'src'}:{ROOT / 'tests'}:{tmp_path}"}  # fmt: skip
         self.processes: list[subprocess.Popen[bytes]] = []
 
-    def start(self, agent: str = "team:agent") -> subprocess.Popen[bytes]:
-        """One more worker, running ``agent`` (``reactchat worker --agent``)."""
+    def start(self, agent: str = "team:agent", *options: str) -> subprocess.Popen[bytes]:
+        """One more worker, running ``agent`` (``reactchat worker --agent``), with ``options``."""
         command = [sys.executable, "-m", "reactchat.cli", "worker", "--temporal", self.address,
-                   "--task-queue", self.queue, "--db", self.db, "--agent", agent]  # fmt: skip
+                   "--task-queue", self.queue, "--db", self.db, "--agent", agent, *options]  # fmt: skip
         with (self.tmp_path / f"worker-{len(self.processes)}.log").open("w") as log:
             process = subprocess.Popen(command, env=self.env, cwd=self.tmp_path, stdout=log, stderr=subprocess.STDOUT)
         self.processes.append(process)

@@ -229,3 +229,13 @@ async def test_a_sub_agent_runs_as_a_child_workflow_whose_question_pauses_the_pa
 
 async def turns_of_client(workers: Workers) -> Client:
     return await Client.connect(workers.address)
+
+
+async def test_a_worker_started_with_stretches_runs_a_turn_as_one_activity(workers: Workers) -> None:
+    workers.start("team:thinker", "--stretches")
+    turns = await turns_of(workers)
+    done = await asyncio.wait_for(turns.send("s1", "What is there?"), 90)
+    assert (done.status, done.answer) == ("done", "read: looked 5"), done
+    names = [a.name for a in activities(await history(await turns_of_client(workers), "reactchat-s1"))]
+    assert "reactchat.stretch" in names and "reactchat.model" not in names and "reactchat.tool" not in names, names
+    once(await stored(workers, "s1"))

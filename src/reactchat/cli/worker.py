@@ -29,6 +29,12 @@ def add_parser(commands: Any, common: Any) -> None:
     )
     worker.add_argument("--task-queue", default="reactchat", help="the task queue (default reactchat)")
     worker.add_argument("--agent", metavar="MODULE:FUNCTION", help="FUNCTION(store_url) returns the Agent to run")
+    worker.add_argument(
+        "--stretches",
+        action="store_true",
+        help="run a turn's stretch (a message to its next pause) as one activity, not each model and tool "
+        "call: less overhead a turn, retries by the engine's recovery (the same on every worker of a queue)",
+    )
 
 
 def agent_from(reference: str, store: str) -> Any:
@@ -55,5 +61,5 @@ def run(args: argparse.Namespace, build_agent: Callable[[argparse.Namespace], An
     else:
         args.protocol, args.max_steps, args.lang, args.retention = "react", 10, "en", 5
         agent = build_agent(args)
-    asyncio.run(run_worker(args.temporal, agent, args.task_queue))
+    asyncio.run(run_worker(args.temporal, agent, args.task_queue, calls=not args.stretches))
     return 0
