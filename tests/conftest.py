@@ -71,6 +71,17 @@ def postgres_url(postgres_server: str) -> Iterator[str]:
         conn.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
+@pytest.fixture(autouse=True)
+def fresh_token_calibration() -> Iterator[None]:
+    """Each test starts with no characters-per-token learned by this process's earlier tests
+    (``reactchat.engine.tokens``): compaction decisions depend on it, so without this a test
+    depends on which ran before it (a replay of a compacted session diverged in a full run)."""
+    from reactchat.engine import tokens
+
+    tokens.forget_calibration()
+    yield
+
+
 @pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     """A fresh SQLite file."""

@@ -196,13 +196,17 @@ async def test_anthropic_gets_image_blocks_in_the_message_and_in_the_tool_result
     source = {"type": "base64", "media_type": "image/png", "data": base64.b64encode(CHART).decode()}
     block = {"type": "image", "source": source}
     image = checked("chart.png", CHART)
-    reply = await anthropic(server).complete(Request(messages=[UserMessage(content="What is this?", images=(image,))]))
+    model = anthropic(server)
+    reply = await model.complete(Request(messages=[UserMessage(content="What is this?", images=(image,))]))
+    await model.aclose()  # its connection closed now, not whenever the collector finds it
     assert reply.text == "A grey chart."
     assert server.requests[0].json["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "What is this?"}, block]}
     ]
-    agent = Agent(model=anthropic(server), tools=[draw], protocol="native", store="memory:")
+    model = anthropic(server)
+    agent = Agent(model=model, tools=[draw], protocol="native", store="memory:")
     assert (await agent.arun("Draw it.")).answer == "It rises."
+    await model.aclose()
     drawn = {
         "type": "tool_result",
         "tool_use_id": "toolu_1",
