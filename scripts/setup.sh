@@ -4,11 +4,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# PostgreSQL (tests, multi-worker serving), Chromium (web page tests) and bubblewrap
-# (run_python's sandbox) from Debian
+# PostgreSQL (tests, multi-worker serving), Chromium (web page tests), bubblewrap
+# (run_python's sandbox) and iproute2 (the multi-host tests' network namespaces) from Debian
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     missing=()
-    for pkg in postgresql chromium chromium-driver bubblewrap; do
+    for pkg in postgresql chromium chromium-driver bubblewrap iproute2; do
         dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg")
     done
     if [ ${#missing[@]} -gt 0 ]; then
