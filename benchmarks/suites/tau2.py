@@ -37,11 +37,11 @@ from dataclasses import asdict, dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from benchmarks.suites import agent_model
+
 from reactchat import Agent, ScriptedModel
 from reactchat.evals import Case, run_case
 from reactchat.messages import ActionEvent, ObservationEvent, Reply, TextPart, ToolCallPart
-from reactchat.models import resolve_model
-from reactchat.models.local import LocalModel
 from reactchat.store import resolve_store
 from reactchat.tools import Tool
 
@@ -359,13 +359,6 @@ async def run(args: argparse.Namespace) -> list[Any]:
     finally:
         await store.close()
     return out
-
-
-def agent_model(spec: str, n_ctx: int) -> Any:
-    """The model for a spec; an embedded one with a context of ``n_ctx`` tokens (the suite's
-    policy and tool descriptions pass the embedded default's 4,096)."""
-    prefix, _, rest = spec.partition(":")
-    return LocalModel(rest or None, n_ctx=n_ctx) if prefix == "local" else resolve_model(spec)
 
 
 def main() -> None:

@@ -33,7 +33,7 @@ from temporalio.common import RetryPolicy
 from temporalio.exceptions import ActivityError, ApplicationError, CancelledError, TimeoutError
 
 from reactchat.agent import Agent
-from reactchat.errors import AlreadyAnswered, NoSuchEvent, ReactchatError, SessionBusy, SessionNotFound
+from reactchat.errors import AlreadyAnswered, ConfigError, NoSuchEvent, ReactchatError, SessionBusy, SessionNotFound
 from reactchat.messages import Event, ImagePart, Reply, Request, stored_event, stored_json
 from reactchat.messages.images import Observation
 from reactchat.models import ContextTooLong, Model, ModelError
@@ -428,7 +428,10 @@ class StoreProxy:
 
     async def put_artifact(self, session_id: str, name: str, data: bytes, at: float) -> Any:
         """Keep an image a tool returned or a message carried."""
-        raise NotImplementedError("images are not kept through Temporal's store proxy")
+        raise ConfigError(
+            "images are not kept when each call is a Temporal activity: run the workers with "
+            "reactchat worker --stretches for an agent whose tools return images"
+        )
 
     def __getattr__(self, name: str) -> Any:
         # what a turn never calls (listing, deleting, forking sessions) is not proxied
