@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from reactchat.engine import tokens
+
 # =========================================================================== stores
 # Real SQLite files and a real PostgreSQL server. PostgreSQL comes from
 # $REACTCHAT_TEST_POSTGRES, else the throwaway cluster of scripts/start-postgres.sh
@@ -76,8 +78,6 @@ def fresh_token_calibration() -> Iterator[None]:
     """Each test starts with no characters-per-token learned by this process's earlier tests
     (``reactchat.engine.tokens``): compaction decisions depend on it, so without this a test
     depends on which ran before it (a replay of a compacted session diverged in a full run)."""
-    from reactchat.engine import tokens
-
     tokens.forget_calibration()
     yield
 

@@ -19,6 +19,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
+from hosts_parts import pipe
 from server_support import parse_sse, start_worker, stop_workers
 
 
@@ -173,7 +174,7 @@ class Balancer:
             writer.close()
             return
         self.writers.append(up_writer)
-        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
 
     async def _close(self) -> None:
         self.server.close()
@@ -189,17 +190,6 @@ class Balancer:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(10)
         self.loop.close()
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    try:
-        while data := await reader.read(65536):
-            writer.write(data)
-            await writer.drain()
-    except OSError:
-        pass
-    finally:
-        writer.close()
 
 
 def test_the_page_carries_on_when_its_worker_dies(postgres_url: str, tmp_path: Path) -> None:
