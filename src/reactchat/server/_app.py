@@ -48,7 +48,7 @@ from reactchat.server._health import health_routes
 from reactchat.server._lean import shortcut
 from reactchat.server._memory import memory_routes
 from reactchat.server._openai import openai_routes
-from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, Body, error, errors, streamed
+from reactchat.server._schema import GUARDED, READS, SESSION_ID, SESSION_ID_RULE, WRITES, Body, error, errors, streamed
 from reactchat.server._server import Server
 from reactchat.server._takeover import follow_routes, stop, watch_abandoned
 from reactchat.server._turns import Turns, TurnStream, failure_event, pending_view, sse, summary
@@ -282,7 +282,7 @@ def _allowed(request: Request) -> str:
 def _session_routes(app: FastAPI, server: Server) -> None:
     store = server.store
 
-    @app.post("/v1/sessions", status_code=201, responses=errors(400, *GUARDED, 413, 422, 429, 503))
+    @app.post("/v1/sessions", status_code=201, responses=errors(400, *GUARDED, 413, 422, 429, *WRITES))
     async def create_session(request: Request, body: NewSession | None = None) -> SessionCreated:
         """Create a session; the body may name it (``{"session": "my-id"}``)."""
         wanted = server.scoped(request, body.session if body is not None else None)
@@ -290,7 +290,7 @@ def _session_routes(app: FastAPI, server: Server) -> None:
             return SessionCreated(session=wanted, created=False)
         return SessionCreated(session=await server.create_session(request, wanted), created=True)
 
-    @app.get("/v1/sessions", responses=errors(*GUARDED, 422, 503))
+    @app.get("/v1/sessions", responses=errors(*GUARDED, 422, *READS))
     async def list_sessions(request: Request, limit: int = Query(default=20, ge=1, le=200)) -> dict[str, Any]:
         """The newest sessions: first question, status, turns and usage of each (under per-user
         tokens, the caller's own)."""
@@ -304,7 +304,8 @@ def _session_routes(app: FastAPI, server: Server) -> None:
                     found.append(SessionSummary.of(session, await store.events(session)))
         return {"sessions": [s.to_dict() for s in found]}
 
-    @app.get("/v1/sessions/{session}", responses=errors(*GUARDED, 404, 503))
+    # a read, but the first look at the files opens the knowledge base, which writes its schema if new
+    @app.get("/v1/sessions/{session}", responses=errors(*GUARDED, 404, *WRITES))
     async def get_session(session: str) -> dict[str, Any]:
         """The session's turns with their events, its status, the pending question and files."""
         if not await store.exists(session):
@@ -316,7 +317,7 @@ def _session_routes(app: FastAPI, server: Server) -> None:
         response_model=None,
         responses={
             **streamed("The turn's events as SSE, or with stream=false its summary as JSON"),
-            **errors(400, *GUARDED, 404, 409, 413, 422, 503),
+            **errors(400, *GUARDED, 404, 409, 413, 422, *WRITES),
         },
     )
     async def post_message(session: str, body: MessageIn) -> Response:
