@@ -231,10 +231,12 @@ class Agent:
         a typed answer's schema is added to it)."""
         return build.transcript(self, tools, history, question, system, output)
 
-    def as_tool(self, *, memory: bool = False) -> SubAgent:
+    def as_tool(self, *, memory: bool = False, approval: bool | Callable[[dict[str, Any]], bool] = False) -> SubAgent:
         """This agent as another agent's tool (a sub-agent): input ``{"task": ...}``, its final
-        answer the observation. ``memory``: it sees its earlier tasks and answers of the session."""
-        return SubAgent(self, memory=memory)
+        answer the observation. ``memory``: it sees its earlier tasks and answers of the session.
+        ``approval``: as ``@tool(approval=...)``, a human approves each call to it first (True),
+        or those for which ``approval(arguments)`` is true."""
+        return SubAgent(self, memory=memory, approval=approval)
 
     # ------------------------------------------------------------------ running
 

@@ -64,6 +64,7 @@ from reactchat.a2a._tasks import answer_artifact, parse_task_id, status, task_id
 from reactchat.engine.loop import SHUTDOWN
 from reactchat.engine.session import SessionState, Turn
 from reactchat.messages import Event, QuestionEvent
+from reactchat.server._cancel import cancel_elsewhere
 from reactchat.server._guard import USER, owner
 from reactchat.server._openai import reasoning
 from reactchat.server._schema import SESSION_ID, SESSION_ID_RULE
@@ -173,8 +174,6 @@ class TurnTasks(RequestHandler):
 
     async def on_cancel_task(self, params: CancelTaskRequest, context: ServerCallContext) -> Task | None:
         """Stop the task's turn, on whichever worker runs it; a task that is not running is not cancelable."""
-        from reactchat.server._cancel import cancel_elsewhere
-
         with _errors():
             session, turn = self._task(params.id, context)
             found, last = await self._turn(session, turn)

@@ -86,10 +86,14 @@ class SubAgent(Tool):
     """A sub-agent as its parent sees it: a tool named after the agent, input ``{"task": ...}``.
 
     ``memory``: whether the sub-agent sees its earlier tasks and answers of the same
-    session (across calls and turns); by default every call starts afresh.
+    session (across calls and turns); by default every call starts afresh. ``approval``:
+    as ``@tool(approval=...)``, a human approves each delegation first (True), or those
+    for which ``approval(arguments)`` is true; a refused one never starts the sub-agent.
     """
 
-    def __init__(self, agent: AgentSpec, *, memory: bool = False) -> None:
+    def __init__(
+        self, agent: AgentSpec, *, memory: bool = False, approval: bool | Callable[[dict[str, Any]], bool] = False
+    ) -> None:
         def delegate(task: str) -> str:
             """Args:
             task: everything the agent needs to know to do the task, in one message.
@@ -97,7 +101,9 @@ class SubAgent(Tool):
             raise TypeError("a sub-agent runs inside its parent's loop (SubAgent.stream), not as a function")
 
         description = agent.description or f"The agent {agent.name}: give it a task, it answers."
-        super().__init__(delegate, name=agent.name, description=description, timeout=None, effect="idempotent")
+        super().__init__(
+            delegate, name=agent.name, description=description, timeout=None, effect="idempotent", approval=approval
+        )
         self.agent = agent
         self.memory = memory
         #: the loop runs this tool through ``stream`` (its events are the parent's to yield)

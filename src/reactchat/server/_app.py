@@ -32,7 +32,7 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 
 from reactchat.agent import Agent
-from reactchat.cli.report import forked_from, turn_view
+from reactchat.cli.report import SessionSummary, forked_from, summaries, turn_view
 from reactchat.cli.retention import expire_sessions
 from reactchat.cli.tool_refs import close_tools, offered_tools
 from reactchat.engine.budget import Budget, check_priced
@@ -41,17 +41,19 @@ from reactchat.errors import ConfigError, DiskFull
 from reactchat.server._artifacts import artifact_routes
 from reactchat.server._cancel import cancel_routes, watch_cancels
 from reactchat.server._config import AgentFactory, ServerConfig
-from reactchat.server._files import Files, session_images
+from reactchat.server._files import Files, file_routes, session_images
 from reactchat.server._fork import fork_routes
 from reactchat.server._guard import USER, Guard, Rate, owner
 from reactchat.server._health import health_routes
 from reactchat.server._lean import shortcut
 from reactchat.server._memory import memory_routes
-from reactchat.server._schema import GUARDED, SESSION_ID, SESSION_ID_RULE, Body, error, errors, streamed
+from reactchat.server._openai import openai_routes
+from reactchat.server._schema import GUARDED, READS, SESSION_ID, SESSION_ID_RULE, WRITES, Body, error, errors, streamed
 from reactchat.server._server import Server
 from reactchat.server._takeover import follow_routes, stop, watch_abandoned
 from reactchat.server._turns import Turns, TurnStream, failure_event, pending_view, sse, summary
 from reactchat.store import AlreadyAnswered, SessionBusy, SessionNotFound, Store, resolve_store
+from reactchat.toolbox import calculator, read_links_in_messages
 
 #: the page runs only its own script and style files (no inline code), talks only to this
 #: server and is never framed by another site
@@ -164,11 +166,9 @@ def create_app(
     _session_routes(app, server)
     artifact_routes(app, server)
     memory_routes(app, server)
-    from reactchat.server._openai import openai_routes
-
     openai_routes(app, server)
-    if find_spec("a2a") is not None:  # the a2a extra: the agent card and A2A JSON-RPC
-        from reactchat.a2a._server import a2a_routes
+    if find_spec("a2a") is not None:  # the agent card and A2A JSON-RPC, with the a2a extra
+        from reactchat.a2a._server import a2a_routes  # here: a2a-sdk is an optional dependency
 
         a2a_routes(app, server)
     _page_routes(app)
@@ -192,8 +192,6 @@ def default_agent(config: ServerConfig, store: Store) -> Agent:
     ``config.tools`` as ``offered_tools`` offers them to the model (``create_app`` adds the
     uploaded files' ``search_files``); links in messages are read when ``fetch_url`` is
     among ``config.tools``."""
-    from reactchat.toolbox import calculator, read_links_in_messages
-
     tools, fetching = offered_tools(config.model, [calculator, *config.tools])
     agent = Agent(
         model=config.model,
@@ -284,7 +282,7 @@ def _allowed(request: Request) -> str:
 def _session_routes(app: FastAPI, server: Server) -> None:
     store = server.store
 
-    @app.post("/v1/sessions", status_code=201, responses=errors(400, *GUARDED, 413, 422, 429, 503))
+    @app.post("/v1/sessions", status_code=201, responses=errors(400, *GUARDED, 413, 422, 429, *WRITES))
     async def create_session(request: Request, body: NewSession | None = None) -> SessionCreated:
         """Create a session; the body may name it (``{"session": "my-id"}``)."""
         wanted = server.scoped(request, body.session if body is not None else None)
@@ -292,12 +290,10 @@ def _session_routes(app: FastAPI, server: Server) -> None:
             return SessionCreated(session=wanted, created=False)
         return SessionCreated(session=await server.create_session(request, wanted), created=True)
 
-    @app.get("/v1/sessions", responses=errors(*GUARDED, 422, 503))
+    @app.get("/v1/sessions", responses=errors(*GUARDED, 422, *READS))
     async def list_sessions(request: Request, limit: int = Query(default=20, ge=1, le=200)) -> dict[str, Any]:
         """The newest sessions: first question, status, turns and usage of each (under per-user
         tokens, the caller's own)."""
-        from reactchat.cli.report import SessionSummary, summaries
-
         user: str = getattr(request.state, USER, "")
         if not user:
             found = await summaries(store, limit)
@@ -308,7 +304,8 @@ def _session_routes(app: FastAPI, server: Server) -> None:
                     found.append(SessionSummary.of(session, await store.events(session)))
         return {"sessions": [s.to_dict() for s in found]}
 
-    @app.get("/v1/sessions/{session}", responses=errors(*GUARDED, 404, 503))
+    # a read, but the first look at the files opens the knowledge base, which writes its schema if new
+    @app.get("/v1/sessions/{session}", responses=errors(*GUARDED, 404, *WRITES))
     async def get_session(session: str) -> dict[str, Any]:
         """The session's turns with their events, its status, the pending question and files."""
         if not await store.exists(session):
@@ -320,7 +317,7 @@ def _session_routes(app: FastAPI, server: Server) -> None:
         response_model=None,
         responses={
             **streamed("The turn's events as SSE, or with stream=false its summary as JSON"),
-            **errors(400, *GUARDED, 404, 409, 413, 422, 503),
+            **errors(400, *GUARDED, 404, 409, 413, 422, *WRITES),
         },
     )
     async def post_message(session: str, body: MessageIn) -> Response:
@@ -351,9 +348,6 @@ def _session_routes(app: FastAPI, server: Server) -> None:
         return JSONResponse(result)
 
     shortcut(app, "/v1/sessions/{session}/messages", "POST", post_message, MessageIn)
-
-    from reactchat.server._files import file_routes
-
     file_routes(app, server)
     follow_routes(app, server)
     cancel_routes(app, server)

@@ -16,7 +16,7 @@ from urllib.parse import quote
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse, Response
 
-from reactchat.server._schema import GUARDED, errors
+from reactchat.server._schema import GUARDED, READS, errors
 from reactchat.store import SessionNotFound
 from reactchat.store._artifacts import ArtifactStore, safe_name
 
@@ -41,7 +41,7 @@ def artifact_routes(app: FastAPI, server: Server) -> None:
     """Add the artifact routes to ``app`` (404 for every artifact when the store keeps none)."""
     store = server.store
 
-    @app.get("/v1/sessions/{session}/artifacts", responses=errors(*GUARDED, 404, 503))
+    @app.get("/v1/sessions/{session}/artifacts", responses=errors(*GUARDED, 404, *READS))
     async def list_artifacts(session: str) -> dict[str, Any]:
         """The session's artifacts: name, content type, size and when each was made, oldest first."""
         if not await store.exists(session):
@@ -53,7 +53,7 @@ def artifact_routes(app: FastAPI, server: Server) -> None:
     @app.get(
         "/v1/sessions/{session}/artifacts/{name}",
         response_class=Response,
-        responses={200: {"content": {"application/octet-stream": {}}}, **errors(*GUARDED, 404, 503)},
+        responses={200: {"content": {"application/octet-stream": {}}}, **errors(*GUARDED, 404, *READS)},
     )
     async def get_artifact(session: str, name: str) -> Response:
         """One artifact's bytes, with a safe content type and ``Content-Disposition``."""

@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from reactchat.errors import SessionNotFound
 from reactchat.messages import Event
-from reactchat.server._schema import GUARDED, error, errors
+from reactchat.server._schema import GUARDED, WRITES, error, errors
 from reactchat.server._turns import summary
 from reactchat.store import SharedStore
 
@@ -56,7 +56,7 @@ def cancel_routes(app: FastAPI, server: Server) -> None:
         responses={
             200: {"model": CancelOutcome, "description": "The turn is recorded as cancelled"},
             202: {"model": CancelOutcome, "description": "Another worker runs the turn and was asked to stop it"},
-            **errors(*GUARDED, 404, 409, 503),
+            **errors(*GUARDED, 404, 409, *WRITES),
         },
     )
     async def cancel_turn(session: str) -> Response:

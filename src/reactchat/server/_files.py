@@ -22,7 +22,7 @@ from pydantic import BeforeValidator, Field
 
 from reactchat.messages import ImagePart
 from reactchat.messages.images import ImageRejected, checked, media_type
-from reactchat.server._schema import GUARDED, error, errors, streamed, upload_body
+from reactchat.server._schema import GUARDED, WRITES, error, errors, streamed, upload_body
 from reactchat.server._turns import frame
 from reactchat.store import SessionNotFound
 from reactchat.store._artifacts import ArtifactStore, safe_name
@@ -110,7 +110,7 @@ def file_routes(app: FastAPI, server: Server) -> None:
         response_model=None,
         responses={
             **streamed("The file's info and the session's files; with Accept: text/event-stream, progress", 201),
-            **errors(400, *GUARDED, 404, 409, 413, 415, 422, 429, 501, 503),
+            **errors(400, *GUARDED, 404, 409, 413, 415, 422, 429, 501, *WRITES),
         },
         openapi_extra=upload_body("file"),
     )
@@ -154,7 +154,7 @@ def file_routes(app: FastAPI, server: Server) -> None:
             return error(rejection_status(exc), str(exc), "file_rejected")
         return {"file": info, "files": await server.files.list(session)}
 
-    @app.delete("/v1/sessions/{session}/context", responses=errors(*GUARDED, 404, 503))
+    @app.delete("/v1/sessions/{session}/context", responses=errors(*GUARDED, 404, *WRITES))
     async def clear_context(session: str) -> dict[str, Any]:
         """Forget the session's uploaded files."""
         if not await server.store.exists(session):

@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from reactchat.errors import NoSuchEvent
 from reactchat.server._guard import USER
-from reactchat.server._schema import GUARDED, Body, error, errors
+from reactchat.server._schema import GUARDED, WRITES, Body, error, errors
 
 if TYPE_CHECKING:
     from reactchat.server._server import Server
@@ -51,7 +51,7 @@ def fork_routes(app: FastAPI, server: Server) -> None:
         response_model=None,
         responses={
             201: {"model": Forked, "description": "The new session"},
-            **errors(400, *GUARDED, 404, 409, 413, 422, 429, 503),
+            **errors(400, *GUARDED, 404, 409, 413, 422, 429, *WRITES),
         },
     )
     async def fork_session(session: str, request: Request, body: ForkIn | None = None) -> Response:

@@ -17,7 +17,7 @@ from fastapi.responses import JSONResponse, Response
 from reactchat.errors import ConfigError
 from reactchat.memory import Memory
 from reactchat.server._guard import USER
-from reactchat.server._schema import GUARDED, errors
+from reactchat.server._schema import GUARDED, READS, WRITES, errors
 
 if TYPE_CHECKING:
     from reactchat.server._server import Server
@@ -50,7 +50,7 @@ def memory_routes(app: FastAPI, server: Server) -> None:
             return _problem(400, "name the scope: /v1/memory?scope=NAME")
         return memory.of(scope)
 
-    @app.get("/v1/memory", responses=errors(*GUARDED, 400, 404))
+    @app.get("/v1/memory", responses=errors(*GUARDED, 400, 404, *READS))
     async def list_facts(request: Request, scope: str | None = None) -> Any:
         """The caller's facts that have not expired, newest first: id, text, source session,
         when it was remembered and when it expires."""
@@ -61,7 +61,7 @@ def memory_routes(app: FastAPI, server: Server) -> None:
         rows = [{"id": f.id, "text": f.text, "session": f.session, "at": f.at, "expires": f.expires} for f in facts]
         return {"facts": rows}
 
-    @app.delete("/v1/memory/{fact}", status_code=204, responses=errors(*GUARDED, 400, 404))
+    @app.delete("/v1/memory/{fact}", status_code=204, responses=errors(*GUARDED, 400, 404, *WRITES))
     async def forget_fact(request: Request, fact: str, scope: str | None = None) -> Response:
         """Forget one of the caller's facts: it is never found again (404 if the caller has none of that id)."""
         seen = whose(request, scope)

@@ -73,7 +73,17 @@ from reactchat.messages import (
 )
 from reactchat.orchestration.plan import checklist
 from reactchat.server._guard import DERIVED_PREFIX, USER, callers
-from reactchat.server._schema import GUARDED, HAS_USER_TEXT, SESSION_ID, SESSION_ID_RULE, Body, error, errors, streamed
+from reactchat.server._schema import (
+    GUARDED,
+    HAS_USER_TEXT,
+    SESSION_ID,
+    SESSION_ID_RULE,
+    WRITES,
+    Body,
+    error,
+    errors,
+    streamed,
+)
 from reactchat.server._turns import KEEPALIVE, Delta, Last, TurnFeed, TurnStream, failure_event, summary
 
 if TYPE_CHECKING:
@@ -153,7 +163,7 @@ def openai_routes(app: FastAPI, server: Server) -> None:
         response_model=None,
         responses={
             **streamed("A chat.completion, or chat.completion.chunk events when stream is true"),
-            **errors(400, *GUARDED, 409, 413, 422, 429, 502, 503),
+            **errors(400, *GUARDED, 409, 413, 422, 429, 502, *WRITES),
         },
     )
     async def chat_completions(

@@ -1,9 +1,11 @@
 """What the OpenAPI document says each route returns: its error answers and content types.
 
 Every error body has one shape (``ErrorBody``, the OpenAI one, so SDKs show the
-message); each route lists the statuses it can answer with, and routes that stream
-declare ``text/event-stream`` beside ``application/json``. ``tests/test_api_contract.py``
-runs Schemathesis against a live server to keep the document and the server in step.
+message); each route lists the statuses it can answer with, those of the databases it
+reads or writes included (``READS``, ``WRITES``), and routes that stream declare
+``text/event-stream`` beside ``application/json``. ``tests/test_api_contract.py`` runs
+Schemathesis against a live server to keep the document and the server in step, and
+checks the answers of a database that is down or full, which Schemathesis cannot cause.
 """
 
 from __future__ import annotations
@@ -54,7 +56,11 @@ _WHY = {
     429: "Too many uploads at once, or too many new sessions from this client; see Retry-After",
     501: "File uploads need the files extra",
     502: "The model failed",
-    503: "The session store is unreachable",
+    503: (
+        "A database (the store, the knowledge base, the memory) or Temporal is unreachable, or the server is "
+        "draining and the request would start a turn; see Retry-After"
+    ),
+    507: "The disk holding a SQLite database is full: nothing of the request was stored; free space and send it again",
 }
 
 
@@ -65,6 +71,10 @@ def errors(*codes: int) -> dict[int | str, dict[str, Any]]:
 
 #: statuses that any route under /v1/ can answer with (the guard's)
 GUARDED = (401, 403)
+#: statuses of a route that reads a database: it may be unreachable (PostgreSQL, Temporal)
+READS = (503,)
+#: statuses of a route that writes to a database: unreachable, or its disk full (SQLite: ``DiskFull``)
+WRITES = (503, 507)
 
 #: the media types of the files an upload may hold: the server reads these (sniffed from the
 #: bytes, not taken from the part's header); anything else is a 415, an empty file a 400

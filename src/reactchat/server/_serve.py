@@ -12,6 +12,7 @@ import uvicorn
 from fastapi import FastAPI
 
 from reactchat.cli.retention import retention_from_env
+from reactchat.cli.tool_refs import configured_tools
 from reactchat.engine.budget import Budget
 from reactchat.server._app import create_app
 from reactchat.server._config import ServerConfig, check_exposure, load_users
@@ -126,8 +127,6 @@ def app_from_env() -> FastAPI:
     a token answers only clients on this machine. Workers sharing a PostgreSQL store serve
     any session.
     """
-    from reactchat.cli.tool_refs import configured_tools
-
     config = config_from_env()
     host = os.environ.get("REACTCHAT_HOST", "127.0.0.1")
     check_exposure(host, config.token, config.users)

@@ -31,7 +31,7 @@ from fastapi.responses import StreamingResponse
 from starlette.exceptions import HTTPException
 
 from reactchat.errors import SessionBusy, SessionNotFound
-from reactchat.server._schema import GUARDED, SSE_EVENT, errors
+from reactchat.server._schema import GUARDED, READS, SSE_EVENT, errors
 from reactchat.server._turns import KEEPALIVE, SSE_HEADERS, event_frame, frame, summary
 from reactchat.store import SharedStore
 
@@ -141,7 +141,7 @@ def follow_routes(app: FastAPI, server: Server) -> None:
                 "description": "The session's events after Last-Event-ID as Server-Sent Events, then `end`",
                 "content": {"text/event-stream": {"schema": SSE_EVENT}},
             },
-            **errors(*GUARDED, 404, 422, 429, 503),
+            **errors(*GUARDED, 404, 422, 429, *READS),
         },
     )
     async def follow_session(

@@ -77,8 +77,10 @@ class Delegated:
 class ChildAgent(SubAgent):
     """A sub-agent whose runs are child workflows (see the module's docstring)."""
 
-    def __init__(self, agent: Agent, memory: bool, heartbeat: float) -> None:
-        super().__init__(agent, memory=memory)
+    def __init__(
+        self, agent: Agent, memory: bool, heartbeat: float, approval: bool | Callable[[dict[str, Any]], bool]
+    ) -> None:
+        super().__init__(agent, memory=memory, approval=approval)
         self.heartbeat = heartbeat
 
     def stream(self, call: Call, parent: Any, arguments: dict[str, Any]) -> AsyncIterator[Event | ToolResult]:
@@ -191,7 +193,7 @@ def proxied(agent: Agent, store: StoreProxy, heartbeat: float, prefix: str = "")
 
 def _proxied_tool(tool: Tool, store: StoreProxy, heartbeat: float, path: str) -> Tool:
     if isinstance(tool, SubAgent) and isinstance(tool.agent, Agent):
-        return ChildAgent(tool.agent, tool.memory, heartbeat)
+        return ChildAgent(tool.agent, tool.memory, heartbeat, tool.approval)
     return ActivityTool(tool, path, heartbeat, store)
 
 

@@ -273,7 +273,7 @@ def _model_of(agent: Agent) -> Model | None:
 
 def _tool(tool: Tool, model: ReplayModel, results: RecordedResults) -> Tool:
     if isinstance(tool, SubAgent) and isinstance(tool.agent, Agent):
-        return SubAgent(_replaying(tool.agent, model, results), memory=tool.memory)
+        return SubAgent(_replaying(tool.agent, model, results), memory=tool.memory, approval=tool.approval)
     if tool is ask_user:  # a pause, not a call: its answer is the recorded reply, sent as a message
         return tool
     return answering(tool, results)
