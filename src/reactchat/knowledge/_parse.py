@@ -27,8 +27,6 @@ from reactchat.knowledge._text import READERS, json_problem
 #: a .docx is a ZIP: refuse one that would unpack to more than this (a "zip bomb")
 MAX_UNZIPPED = 256 * 2**20
 
-KINDS = ("text", "markdown", "html", "pdf", "docx", "csv", "json")
-
 _BINARY_MAGIC = {
     b"\x89PNG": "a PNG image",
     b"\xff\xd8\xff": "a JPEG image",

@@ -245,10 +245,6 @@ SELECT count(*) FROM gone"""
 _IDLE = """SELECT id FROM sessions s WHERE active_at < %(before)s
 AND NOT EXISTS (SELECT 1 FROM running_turns r WHERE r.session = s.id AND r.since >= %(before)s)
 ORDER BY active_at, id LIMIT %(limit)s"""
-#: the mark of a turn whose holder died, claimed: its start becomes the session's last activity
-_CLAIM = """WITH gone AS (DELETE FROM running_turns WHERE session = %s AND backend = %s RETURNING session, since),
-active AS (UPDATE sessions s SET active_at = greatest(s.active_at, gone.since) FROM gone WHERE s.id = gone.session)
-SELECT count(*) FROM gone"""
 
 #: a batch of events (``_rows``) taken from the JSON array of rows, each written only where
 #: this backend's mark of the running turn is (the turn is this store's: ``m`` is the row a
