@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from reactchat.knowledge import FileRejected, Hit, KnowledgeBase, render
+from reactchat.knowledge._parse import parse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from tinypdf import make_pdf
@@ -209,3 +210,13 @@ def test_render_keeps_every_citation_within_the_budget() -> None:
     for i in range(5):
         assert f"[{i + 1}] file{i}.pdf · page {i + 1} · § Intro" in text
     assert "No passage" in render("nothing", [], budget=1500)
+
+
+@pytest.mark.parametrize(("name", "data"), [("data.json", b'{"a": 1}'), ("notes.txt", b'["looks", "like", "JSON"]')])
+def test_json_without_the_files_extra_is_refused_with_the_extra_to_install(
+    monkeypatch: pytest.MonkeyPatch, name: str, data: bytes
+) -> None:
+    monkeypatch.setitem(sys.modules, "ijson", None)  # what an absent package looks like to import
+    with pytest.raises(FileRejected, match=r"pip install 'reactchat\[files\]'") as info:
+        list(parse(data, name).blocks)
+    assert info.value.reason == "unsupported"

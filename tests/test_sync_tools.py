@@ -13,7 +13,7 @@ import warnings
 from loop_watch import loop_gaps
 from reactchat import Agent, ScriptedModel, tool
 from reactchat.tools import ToolTimeout
-from reactchat.tools.threads import ToolThreads
+from reactchat.tools.threads import ThreadCall, ToolThreads
 
 
 def act(tool_name: str, value: dict[str, object]) -> str:
@@ -93,19 +93,23 @@ def test_a_forked_child_runs_its_own_calls_and_leaves_the_parents_threads_alone(
     def where() -> str:
         return threading.current_thread().name
 
-    call = threads.start(where)
-    assert call.wait(2) and call.outcome() == "reactchat-tool"  # the pool has an idle thread
+    def returned(call: ThreadCall) -> object:
+        return asyncio.run(call.settled(2, TimeoutError("the call did not return within 2 s")))
+
+    assert returned(threads.start(where)) == "reactchat-tool"  # the pool has an idle thread
     read, write = os.pipe()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # Python 3.12+: fork with threads
         pid = os.fork()
     if pid == 0:  # the child: the parent's thread did not come along
-        call = threads.start(where)
-        os.write(write, b"ran" if call.wait(2) and call.outcome() == "reactchat-tool" else b"hung")
-        os._exit(0)
+        try:
+            os.write(write, b"ran" if returned(threads.start(where)) == "reactchat-tool" else b"other")
+        except BaseException:
+            os.write(write, b"hung")
+        finally:
+            os._exit(0)
     os.waitpid(pid, 0)
     assert os.read(read, 10) == b"ran"
     os.close(read)
     os.close(write)
-    call = threads.start(where)  # the parent's thread still waits for its calls
-    assert call.wait(2) and call.outcome() == "reactchat-tool"
+    assert returned(threads.start(where)) == "reactchat-tool"  # the parent's thread still waits for its calls

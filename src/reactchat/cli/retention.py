@@ -20,8 +20,6 @@ from reactchat.store import Store
 
 log = logging.getLogger("reactchat.retention")
 
-#: the default retention of ``reactchat sessions --prune``, in days
-DEFAULT_DAYS = 30.0
 #: sessions looked up and deleted per round trip
 BATCH = 500
 #: seconds between two expiries in a server with a retention (the first runs at start-up)

@@ -388,6 +388,11 @@ class Loop(Recovery):
             return ErrorEvent(kind="output", message=str(invalid), raw=raw, seconds=answer.seconds, usage=answer.usage)
         return None
 
+    def begin_step(self) -> None:
+        """Start this run's next step: the events recorded from here on carry its number (a
+        planner's or a judge's model call is a step of its run too)."""
+        self.step += 1
+
     async def call_model(self, request: Request, retrying: bool = False) -> tuple[Reply, float]:
         """One model call; a failure is recorded, then raised for the operator (except a
         ``ContextTooLong`` the caller is ``retrying`` after shrinking the prompt)."""

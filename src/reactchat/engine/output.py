@@ -101,6 +101,7 @@ def _correction(name: str, problems: list[str]) -> str:
 
 def _json_schema_validator(schema: dict[str, Any]) -> Any:
     try:
+        # optional: jsonschema, only for an output_type given as a JSON schema
         import jsonschema  # type: ignore[import-untyped,import-not-found,unused-ignore]
     except ImportError as exc:
         raise ImportError(

@@ -73,6 +73,7 @@ class _Otel:
     """The OpenTelemetry API modules and the instruments, loaded on the first traced turn."""
 
     def __init__(self, tracer_provider: Any = None, meter_provider: Any = None) -> None:
+        # optional: the [otel] extra, loaded on the first traced turn
         from opentelemetry import metrics, trace
 
         self.trace = trace
@@ -257,6 +258,7 @@ class _Turn(TurnTrace):
 
 
 def _span_context(traceparent: str) -> Any:
+    # optional: the [otel] extra (only traced turns link spans)
     from opentelemetry.trace import SpanContext, TraceFlags
 
     try:

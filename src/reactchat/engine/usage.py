@@ -70,6 +70,7 @@ def cost(usage: Usage, at: float | None = None) -> Decimal | None:
     calc = _calc_price()
     if calc is None:
         return None
+    # optional: genai-prices (the [openai] and [anthropic] extras), there since ``_calc_price`` found it
     from genai_prices import Usage as PriceUsage
 
     counts = PriceUsage(
@@ -90,6 +91,7 @@ def cost(usage: Usage, at: float | None = None) -> Decimal | None:
 def _calc_price() -> Any:
     """``genai_prices.calc_price``, imported on first use (it takes ~0.2 s); None when not installed."""
     try:
+        # optional and slow: genai-prices (the [openai] and [anthropic] extras) takes ~0.2 s to import
         from genai_prices import calc_price
     except ImportError:
         return None

@@ -23,8 +23,8 @@ with ``FileRejected`` and nothing is stored.
 
 from __future__ import annotations
 
+from reactchat.knowledge._blocks import FileRejected, Limits
 from reactchat.knowledge._kb import FileInfo, Hit, KnowledgeBase, fuse
-from reactchat.knowledge._parse import FileRejected, Limits
 from reactchat.knowledge._tool import attach, render, search_files_tool
 
 __all__ = [

@@ -15,7 +15,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from reactchat.knowledge._parse import Block, Document
+from reactchat.knowledge._blocks import Block, Document
 
 
 @dataclass

@@ -8,8 +8,9 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from reactchat.knowledge._blocks import FileRejected
 from reactchat.knowledge._kb import FileInfo, KnowledgeBase
-from reactchat.knowledge._parse import FileRejected
+from reactchat.knowledge._tool import SERVICE
 
 if TYPE_CHECKING:
     from reactchat.engine.spec import AgentSpec
@@ -94,8 +95,6 @@ async def chat_command(agent: AgentSpec, session: str | None, text: str, out: Te
 
     Raises ``LookupError`` for a line that is not one of these commands.
     """
-    from reactchat.knowledge._tool import SERVICE
-
     kb: KnowledgeBase = agent.services[SERVICE]
     command, _, rest = text.partition(" ")
     if command == "/upload":

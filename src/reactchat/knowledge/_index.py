@@ -108,6 +108,7 @@ def open_index(url: str) -> Index:
         path = path[1:] if path.startswith("/") else path
         return SQLiteIndex(path or ":memory:")
     if scheme in ("postgresql", "postgres"):
+        # optional: psycopg, the [postgres] extra, which _postgres imports at its top
         from reactchat.knowledge._postgres import PostgresIndex
 
         return PostgresIndex(url)

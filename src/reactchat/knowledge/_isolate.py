@@ -32,8 +32,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from reactchat.knowledge._chunk import Chunk, chunk
-from reactchat.knowledge._parse import FileRejected, Limits, Report, parse
+from reactchat.knowledge._blocks import FileRejected, Limits, Report
+from reactchat.knowledge._chunk import Chunk
 
 #: a worker whose resident size after a job is above this is replaced (memory is not given back)
 RECYCLE_RSS = 160 << 20
@@ -57,13 +57,6 @@ class Extracted:
 
     title: str
     text: str
-
-
-def read(data: bytes, name: str, limits: Limits, size: int, overlap: int, report: Report | None = None) -> Parsed:
-    """Read and chunk a file in this process (what a worker runs)."""
-    doc = parse(data, name, limits, report)
-    chunks = list(chunk(doc, size, overlap))
-    return Parsed(doc.kind, doc.pages, chunks)
 
 
 # ------------------------------------------------------------------ frames on pipes

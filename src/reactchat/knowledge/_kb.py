@@ -21,9 +21,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
+from reactchat.knowledge._blocks import FileRejected, Limits, Report
+from reactchat.knowledge._embed import default_embedder, encode, nearest
 from reactchat.knowledge._index import FileRow, Index, open_index, terms
 from reactchat.knowledge._isolate import Parsed, pool
-from reactchat.knowledge._parse import FileRejected, Limits, Report
 
 #: progress(done, total): sync or async; called on the event loop
 Progress = Callable[[int, int], Any]
@@ -200,8 +201,6 @@ class KnowledgeBase:
 
     def _encoder(self) -> Any:
         if self._embedder is None:
-            from reactchat.knowledge._embed import default_embedder
-
             self._embedder = default_embedder() if self._embeddings is True else self._embeddings
         return self._embedder
 
@@ -292,8 +291,6 @@ class KnowledgeBase:
         report(done, total)
         vectors = None
         if self.dense:
-            from reactchat.knowledge._embed import encode
-
             vectors = encode(
                 self._encoder(), [f"{c.heading}\n{c.text}" for c in chunks], lambda n: report(done + n, total)
             )
@@ -375,8 +372,6 @@ class KnowledgeBase:
         pool = k * 4 if self.dense else k
         keyword = index.keyword(session, terms(query), pool)
         if self.dense:
-            from reactchat.knowledge._embed import nearest
-
             dense = nearest(self._encoder(), query, index.vectors(session), pool)
             ranked = fuse([keyword, dense])[:k]
         else:

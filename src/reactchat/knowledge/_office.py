@@ -15,12 +15,13 @@ from collections.abc import Iterator
 from typing import Any
 from xml.parsers import expat
 
-from reactchat.knowledge._parse import Block, Document, FileRejected, Report, Tally
+from reactchat.knowledge._blocks import Block, Document, FileRejected, Report, Tally
 
 
 def parse_pdf(data: bytes, name: str, tally: Tally, report: Report | None) -> Document:
     """Text per page; the outline's (bookmarks') titles become headings."""
     try:
+        # optional: the [files] extra
         from pypdf import PdfReader
     except ImportError:
         raise FileRejected("PDF files need pypdf: pip install 'reactchat[files]'", "unsupported") from None

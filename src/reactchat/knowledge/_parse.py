@@ -1,15 +1,15 @@
 """Reading uploaded files: the type from the content, then the text with its structure.
 
-Every parser yields ``Block``s: a paragraph (or a table row, a JSON leaf group) with
-where it sits (page, heading, line/row). The chunker packs blocks into chunks without
-crossing a page or a heading, so a citation always names one place.
+Every parser yields ``Block``s (``_blocks``): a paragraph (or a table row, a JSON leaf
+group) with where it sits (page, heading, line/row). The chunker packs blocks into chunks
+without crossing a page or a heading, so a citation always names one place.
 
 Parsers stream: they yield blocks as they read, and the chunker consumes them as they
 come, so memory stays within a small multiple of the file's size. Every parser counts
 what it reads against ``Limits`` (pages, paragraphs, rows, cells, characters) and stops
 with ``FileRejected`` at the first one exceeded. They run in a parser process
-(``_isolate``), which also bounds CPU time and memory. pypdf and ijson are imported
-only when such a file arrives.
+(``_worker``, started by ``_isolate``), which also bounds CPU time and memory. pypdf and
+ijson (the ``files`` extra) are imported only when such a file arrives.
 """
 
 from __future__ import annotations
@@ -18,22 +18,14 @@ import csv
 import io
 import re
 import zipfile
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
-from typing import ClassVar
+from collections.abc import Iterable, Iterator
 
-#: progress(done, total), called from the parsing thread
-Report = Callable[[int, int], None]
+from reactchat.knowledge._blocks import Block, Document, FileRejected, Limits, Report, Tally, first_lines
+from reactchat.knowledge._office import parse_docx, parse_pdf
+from reactchat.knowledge._text import READERS, json_problem
 
 #: a .docx is a ZIP: refuse one that would unpack to more than this (a "zip bomb")
 MAX_UNZIPPED = 256 * 2**20
-
-KINDS = ("text", "markdown", "html", "pdf", "docx", "csv", "json")
-
-#: text is cut into windows of this many characters, so no list of all its lines is built
-WINDOW = 1 << 20
-#: a paragraph (or a JSON item) longer than this is passed on in several blocks
-BLOCK_CHARS = 1 << 16
 
 _BINARY_MAGIC = {
     b"\x89PNG": "a PNG image",
@@ -46,89 +38,6 @@ _BINARY_MAGIC = {
     b"7z\xbc\xaf": "a 7-Zip archive",
     b"\xd0\xcf\x11\xe0": "an old Office document (.doc/.xls: save it as .docx or PDF)",
 }
-
-
-class FileRejected(ValueError):
-    """An uploaded file cannot be used; the message says why and what to do. Nothing was stored.
-
-    ``reason`` says what kind of problem it is: ``unreadable`` (damaged, empty, bad
-    name), ``unsupported`` (a type that is not read), ``too_large`` (over a size or
-    content limit: bytes, pages, paragraphs, rows, cells, characters, CPU time or
-    memory) or ``full`` (the session has as many files as it may).
-    """
-
-    def __init__(self, message: str, reason: str = "unreadable") -> None:
-        super().__init__(message)
-        self.reason = reason
-
-
-@dataclass(frozen=True)
-class Limits:
-    """What reading one file may take; a file over any of them is refused as ``too_large``.
-
-    ``seconds`` is CPU time and ``memory`` the address space of the parser process.
-    """
-
-    pages: int = 2_000
-    paragraphs: int = 100_000
-    rows: int = 200_000
-    cells: int = 2_000_000
-    chars: int = 25_000_000
-    seconds: float = 60.0
-    memory: int = 1 << 30
-
-
-class Tally:
-    """What a parser has read so far, checked against ``Limits`` as it goes."""
-
-    NOUNS: ClassVar[dict[str, str]] = {
-        "pages": "pages",
-        "paragraphs": "paragraphs",
-        "rows": "rows",
-        "cells": "cells",
-        "chars": "characters",
-    }
-
-    def __init__(self, limits: Limits, name: str) -> None:
-        self.limits = limits
-        self.name = name
-        self.counts = dict.fromkeys(self.NOUNS, 0)
-
-    def add(self, what: str, n: int = 1) -> None:
-        """Count ``n`` more of ``what``; ``FileRejected`` once over the limit."""
-        self.counts[what] += n
-        self.check(what, self.counts[what])
-
-    def check(self, what: str, count: int) -> None:
-        """``FileRejected`` if ``count`` of ``what`` is over the limit."""
-        limit: int = getattr(self.limits, what)
-        if count > limit:
-            raise FileRejected(
-                f"{self.name}: more than {limit:,} {self.NOUNS[what]}; split the file or upload the part you need",
-                "too_large",
-            )
-
-
-@dataclass
-class Block:
-    """A unit of a document's structure: a paragraph, a table row, a JSON value."""
-
-    text: str
-    page: int | None = None
-    heading: str = ""
-    #: the first line (text), row (CSV) or item (JSON array) of the block, 1-based
-    line: int | None = None
-
-
-@dataclass
-class Document:
-    """What a parser reads: the kind, the blocks (read as they are consumed), the PDF page count,
-    and the unit of ``Block.line``."""
-
-    kind: str
-    blocks: Iterable[Block]
-    pages: int | None = None
-    unit: str = "lines"
 
 
 def sniff(data: bytes, name: str) -> str:
@@ -161,11 +70,8 @@ def sniff(data: bytes, name: str) -> str:
     head = text[:4096].lstrip()[:1024].lower()
     if ext == "json":
         return "json"  # read as it streams: an error there is "not valid JSON"
-    if head[:1] in ("{", "["):
-        from reactchat.knowledge._text import json_problem
-
-        if json_problem(text) is None:
-            return "json"
+    if head[:1] in ("{", "[") and json_problem(text) is None:
+        return "json"
     # the extension decides among text kinds; content decides when it says nothing
     if ext in ("md", "markdown"):
         return "markdown"
@@ -202,27 +108,6 @@ def decode(data: bytes, name: str) -> str:
     )
 
 
-def lines(text: str, keepends: bool = False) -> Iterator[str]:
-    """The lines of ``text`` (as ``str.splitlines``), a window at a time: no list of every line."""
-    start = 0
-    while start < len(text):
-        end = text.find("\n", start + WINDOW)
-        end = len(text) if end < 0 else end + 1
-        yield from text[start:end].splitlines(keepends)
-        start = end
-
-
-def first_lines(text: str, count: int) -> list[str]:
-    """The first ``count`` non-blank lines of ``text``."""
-    found = []
-    for line in lines(text):
-        if line.strip():
-            found.append(line)
-            if len(found) == count:
-                break
-    return found
-
-
 def _looks_tabular(sample: list[str]) -> bool:
     if len(sample) < 2:
         return False
@@ -243,12 +128,8 @@ def parse(data: bytes, name: str, limits: Limits | None = None, report: Report |
     kind = sniff(data, name)
     tally = Tally(limits or Limits(), name)
     if kind in ("pdf", "docx"):
-        from reactchat.knowledge._office import parse_docx, parse_pdf
-
         doc = parse_pdf(data, name, tally, report) if kind == "pdf" else parse_docx(data, name, tally)
     else:
-        from reactchat.knowledge._text import READERS
-
         doc = READERS[kind](decode(data, name), tally)
     doc.blocks = _clean(doc.blocks, doc.kind, name, tally)
     return doc

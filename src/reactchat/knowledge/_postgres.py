@@ -2,7 +2,8 @@
 
 The text search vector is a generated column (English stemming; the heading weighted
 below the text) with a GIN index. Vectors for dense retrieval are ``bytea`` ranked in
-Python, since pgvector cannot be assumed. psycopg is imported only here.
+Python, since pgvector cannot be assumed. psycopg is imported only here (``open_index``
+imports this module for a PostgreSQL URL).
 """
 
 from __future__ import annotations
@@ -13,10 +14,16 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
+try:
+    import psycopg
+except ImportError:  # optional: the [postgres] extra (this module is imported only for a PostgreSQL URL)
+    raise ImportError("a PostgreSQL store needs psycopg: pip install 'reactchat[postgres]'") from None
+
 from reactchat.knowledge._chunk import Chunk
 from reactchat.knowledge._index import _FILE_COLUMNS, ChunkRow, FileRow, _file_values
 from reactchat.store._batch import Batcher
 from reactchat.store._migrations import Database, Schema, migrate
+from reactchat.store.postgres import _redact
 
 #: a session's files, oldest first (``_FILES_OF``: of several sessions)
 _FILES = f"SELECT {_FILE_COLUMNS} FROM kb_files WHERE session = %s ORDER BY created, id"
@@ -53,8 +60,6 @@ CONNECT_TIMEOUT = 5
 
 def _unreachable(url: str, exc: Exception) -> ConnectionError:
     """The error of a database that cannot be reached (the server answers 503 with it)."""
-    from reactchat.store.postgres import _redact
-
     return ConnectionError(f"the knowledge base cannot reach PostgreSQL at {_redact(url)}: {exc}".strip())
 
 
@@ -62,10 +67,6 @@ class PostgresIndex:
     """PostgreSQL full-text search over the session's chunks (one connection, serialised)."""
 
     def __init__(self, url: str) -> None:
-        try:
-            import psycopg  # noqa: F401 - here only to name the extra to install
-        except ImportError:
-            raise ImportError("a PostgreSQL store needs psycopg: pip install 'reactchat[postgres]'") from None
         self.url = url
         self.lock = threading.Lock()
         self.db: Any = self._connect()
@@ -80,8 +81,6 @@ class PostgresIndex:
             )
 
     def _connect(self) -> Any:
-        import psycopg
-
         try:
             return psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
         except psycopg.OperationalError as exc:
@@ -99,8 +98,6 @@ class PostgresIndex:
     def write(self) -> Iterator[Any]:
         """A cursor inside one transaction, on a connection checked first (a write is not
         made twice: if the server restarted, the check fails, not the transaction)."""
-        import psycopg
-
         with self.lock:
             db = self._live()
             try:
@@ -114,8 +111,6 @@ class PostgresIndex:
                 raise _unreachable(self.url, exc) from None
 
     def _rows(self, sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
-        import psycopg
-
         with self.lock:
             for fresh in (False, True):  # a read may be made again, on a new connection
                 try:
@@ -177,8 +172,6 @@ class PostgresIndex:
         return await self._reads.submit(session)
 
     async def _files_batch(self, sessions: list[str]) -> list[list[FileRow] | BaseException]:
-        import psycopg
-
         for fresh in (False, True):  # after a server restart, once more on a new connection
             try:
                 rows = await self._files_rows(sessions, fresh)
@@ -192,8 +185,6 @@ class PostgresIndex:
         return [list(found[session]) for session in sessions]
 
     async def _files_rows(self, sessions: list[str], fresh: bool) -> list[Any]:
-        import psycopg
-
         if fresh or self._aconn is None or self._aconn.closed or self._aconn.broken:
             self._drop_async()
             self._aconn = await psycopg.AsyncConnection.connect(

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from html.parser import HTMLParser
 from typing import Any
 
-from reactchat.knowledge._parse import BLOCK_CHARS, WINDOW, Block, Document, FileRejected, Tally, first_lines, lines
+from reactchat.knowledge._blocks import BLOCK_CHARS, WINDOW, Block, Document, FileRejected, Tally, first_lines, lines
 
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _ATX = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -164,10 +164,19 @@ def _stream(text: str) -> io.BytesIO:
     return io.BytesIO(text.encode("utf-8", "surrogatepass"))
 
 
+def _ijson() -> Any:
+    """The ijson module, or ``FileRejected`` that names the extra to install."""
+    try:
+        # optional: the [files] extra
+        import ijson  # type: ignore[import-untyped]
+    except ImportError:
+        raise FileRejected("JSON files need ijson: pip install 'reactchat[files]'", "unsupported") from None
+    return ijson
+
+
 def json_problem(text: str) -> str | None:
     """None if ``text`` is one JSON value, else what is wrong (checked as a stream, in C: nothing is built)."""
-    import ijson  # type: ignore[import-untyped]
-
+    ijson = _ijson()
     try:
         collections.deque(ijson.basic_parse(_stream(text)), maxlen=0)
     except (ijson.JSONError, ValueError) as exc:
@@ -182,8 +191,7 @@ def _parse_json(text: str, tally: Tally) -> Document:
 def _json_blocks(text: str, tally: Tally) -> Iterator[Block]:
     """Leaves as ``path: value`` lines; a top-level key is the heading, a top-level array item the
     unit. Top-level items are read one at a time, so only the largest one is ever in memory."""
-    import ijson
-
+    ijson = _ijson()
     start = re.search(r"\S", text)
     first = start.group() if start else ""
     try:

@@ -16,8 +16,11 @@ import resource
 import sys
 from typing import IO, Any
 
-from reactchat.knowledge._isolate import read, read_frame, write_frame
-from reactchat.knowledge._parse import FileRejected, Limits
+from reactchat.knowledge._blocks import FileRejected, Limits, Report
+from reactchat.knowledge._chunk import chunk
+from reactchat.knowledge._extract import extract_page
+from reactchat.knowledge._isolate import Parsed, read_frame, write_frame
+from reactchat.knowledge._parse import parse
 
 
 def _rss() -> int:
@@ -38,6 +41,12 @@ def _limit(limits: Limits) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limits.memory, _AS[1]))
 
 
+def read(data: bytes, name: str, limits: Limits, size: int, overlap: int, report: Report | None = None) -> Parsed:
+    """Read and chunk a file in this process."""
+    doc = parse(data, name, limits, report)
+    return Parsed(doc.kind, doc.pages, list(chunk(doc, size, overlap)))
+
+
 def _send(out: IO[bytes], message: dict[str, Any]) -> None:
     write_frame(out, json.dumps(message, ensure_ascii=False).encode())
 
@@ -51,8 +60,6 @@ def _job(header: dict[str, Any], data: bytes, out: IO[bytes]) -> dict[str, Any]:
 
     try:
         if "extract" in header:
-            from reactchat.knowledge._extract import extract_page
-
             title, text = extract_page(data, header["extract"])
             return {"extracted": text, "title": title}
         parsed = read(data, header["name"], limits, header["size"], header["overlap"], report)

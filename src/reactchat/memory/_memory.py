@@ -126,7 +126,7 @@ class Memory:
 
     async def search(self, query: str, session: str, k: int | None = None) -> list[Fact]:
         """The facts of ``session``'s scope that best match ``query``, best first."""
-        # the knowledge base's search code takes seconds to import: only runs that use memory pay it
+        # lazy: reactchat.knowledge adds 50-70 ms to an Agent's import (python -X importtime)
         from reactchat.memory._search import rank
 
         facts = await self._facts_store().facts(self.scope_of(session), time.time())
@@ -157,6 +157,7 @@ class Memory:
 
 async def _encode(text: str) -> bytes:
     """The fact's embedding (the ``embeddings`` extra, imported when first used)."""
+    # lazy: reactchat.knowledge adds 50-70 ms to an Agent's import (see ``Memory.search``)
     from reactchat.knowledge._embed import default_embedder, encode
 
     return (await asyncio.to_thread(encode, default_embedder(), [text]))[0]
@@ -164,6 +165,7 @@ async def _encode(text: str) -> bytes:
 
 async def _nearest(query: str, facts: list[Fact]) -> list[tuple[int, float]]:
     """``(index, cosine)`` of the facts nearest ``query``, best first (the ``embeddings`` extra)."""
+    # lazy: reactchat.knowledge adds 50-70 ms to an Agent's import (see ``Memory.search``)
     from reactchat.knowledge._embed import default_embedder, nearest
 
     rows = [(i, f.vector) for i, f in enumerate(facts) if f.vector is not None]

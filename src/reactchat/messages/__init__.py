@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-from reactchat.messages._fast import share_fields_set, trusted
+from reactchat.messages._fast import numbered, trusted
 
 ToolInput = dict[str, Any] | str
 #: what a waiting turn waits for: an ask_user question, an approval, a call a crash left in
@@ -550,14 +550,7 @@ def stored_json(event: Event) -> str:
 
 def stored_event(seq: int, body: str | bytes) -> Event:
     """An event read back from a store: its JSON, and its place in the session's log."""
-    event = _events().validate_json(body)
-    event.__dict__["seq"] = seq
-    event.__pydantic_fields_set__.add("seq")
-    share_fields_set(event)  # a stored event has every field but ``seq``, set just now
-    usage = event.__dict__.get("usage")
-    if usage is not None:
-        share_fields_set(usage)
-    return event
+    return numbered(_events().validate_json(body), seq)
 
 
 def __getattr__(name: str) -> Any:

@@ -284,6 +284,7 @@ def _greedy_sample(
     only when it is not is the grammar applied to every token (what llama.cpp's own
     sampler does too). Same tokens as the slow path, for less work.
     """
+    # optional: numpy comes with llama-cpp-python (the [local] extra), as llama_cpp is imported
     import numpy as np
 
     ctx, vocab, n_vocab = llama._ctx, llama._model.vocab, llama.n_vocab()

@@ -106,7 +106,8 @@ async def anthropic_window(client: Callable[[], Awaitable[Any]], model: str) -> 
 
 async def openai_compatible_window(base_url: str, model: str, api_key: str, client: Any = None) -> int | None:
     """The window an OpenAI-compatible server at ``base_url`` publishes for ``model``, or None."""
-    import httpx  # with the SDKs that need it: the openai extra installs it
+    # optional: httpx comes with the SDKs that need it (the [openai] extra installs it)
+    import httpx
 
     headers = {"Authorization": f"Bearer {api_key}"}
     root = base_url.removesuffix("/v1")

@@ -87,6 +87,7 @@ def refuses_prefill(model: str) -> bool:
 
 def _sdk() -> Any:
     try:
+        # optional: the [anthropic] extra
         import anthropic
     except ImportError as exc:
         raise ImportError(f"the anthropic: models need the anthropic SDK: {_INSTALL_HINT}") from exc

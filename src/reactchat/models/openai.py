@@ -103,6 +103,7 @@ def _vision_model(model: str) -> bool:
 
 def _sdk() -> Any:
     try:
+        # optional: the [openai] extra
         import openai
     except ImportError as exc:
         raise ImportError(f"the openai: models need the openai SDK: {_INSTALL_HINT}") from exc

@@ -175,7 +175,7 @@ class PlanLoop(NestedTurn):
         """One planner call, and up to ``PLANNER_RETRIES`` more with the correction of the last."""
         usage, seconds = Usage(), 0.0
         for _ in range(PLANNER_RETRIES + 1):
-            self.loop.step += 1
+            self.loop.begin_step()
             reply, took = await self.loop.call_model(request)
             seconds += took
             usage = usage + reply.usage if reply.usage is not None else usage

@@ -137,7 +137,7 @@ class TrialLoop(NestedTurn):
             events = [*self.loop.stored, *self.seen]
             steps = "\n".join(_step_line(step) for step in steps_of(events, run=trial_run) if step.tool)
             request = reflection_request(agent.pack, self.question, steps, answer, verdict.feedback)
-            self.loop.step += 1
+            self.loop.begin_step()
             reply, _ = await self.loop.call_model(request)
             reflection = reply.text.strip()
             if reply.usage is not None:
@@ -155,7 +155,7 @@ class TrialLoop(NestedTurn):
 
     async def _complete(self, request: Request) -> Reply:
         """One call of the agent's model for the judge, through the loop (recorded if it fails)."""
-        self.loop.step += 1
+        self.loop.begin_step()
         reply, _ = await self.loop.call_model(request)
         return reply
 

@@ -25,7 +25,7 @@ from reactchat.errors import SessionNotFound
 from reactchat.messages import Event
 from reactchat.server._schema import GUARDED, WRITES, error, errors
 from reactchat.server._turns import summary
-from reactchat.store import SharedStore
+from reactchat.store import shared
 
 if TYPE_CHECKING:
     from reactchat.server._server import Server
@@ -82,8 +82,8 @@ async def cancel_elsewhere(server: Server, session: str) -> str | None:
     """Ask the worker running the session's turn to cancel it, and wait for the turn to end:
     how it ended (``cancelled``, or ``done``, ``waiting``… if it ended first), ``cancelling``
     if it has not ended within ``CANCEL_WAIT``, None if no worker runs a turn of it."""
-    store = server.store
-    if not isinstance(store, SharedStore):  # a store no other process shares: the turn would be running here
+    store = shared(server.store)
+    if store is None:  # a store no other process shares: the turn would be running here
         return None
     events = await store.events(session)
     seen = len(events)
@@ -109,8 +109,8 @@ def _ended(session: str, events: list[Event], seen: int) -> str | None:
 
 async def watch_cancels(server: Server) -> None:
     """Cancel the turns this worker runs that another worker was asked to stop (runs until cancelled)."""
-    store = server.store
-    if not isinstance(store, SharedStore):  # a store no other process shares
+    store = shared(server.store)
+    if store is None:  # a store no other process shares
         return
     stopping: dict[str, asyncio.Task[bool]] = {}
     while True:

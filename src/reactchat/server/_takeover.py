@@ -33,7 +33,7 @@ from starlette.exceptions import HTTPException
 from reactchat.errors import SessionBusy, SessionNotFound
 from reactchat.server._schema import GUARDED, READS, SSE_EVENT, errors
 from reactchat.server._turns import KEEPALIVE, SSE_HEADERS, event_frame, frame, summary
-from reactchat.store import SharedStore
+from reactchat.store import shared
 
 if TYPE_CHECKING:
     from reactchat.server._server import Server
@@ -54,8 +54,8 @@ MAX_FOLLOWERS_PER_CLIENT = 16
 async def watch_abandoned(server: Server, interval: float = TAKEOVER_INTERVAL) -> None:
     """Finish, in this worker, the turns whose worker died or lost its lease, and its own turns
     that the store's going away cut off (runs until cancelled)."""
-    store = server.store
-    if not isinstance(store, SharedStore):  # a store no other process shares
+    store = shared(server.store)
+    if store is None:  # a store no other process shares
         return
     while True:
         await asyncio.sleep(interval)

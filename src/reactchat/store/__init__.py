@@ -128,6 +128,12 @@ class SharedStore(Store, Protocol):
         ...
 
 
+def shared(store: Store) -> SharedStore | None:
+    """``store`` as a ``SharedStore`` if other processes share it (SQLite, PostgreSQL), else
+    None (a memory store: every turn of it runs in this process)."""
+    return store if isinstance(store, SharedStore) else None
+
+
 _SCHEMES = {
     "memory": "reactchat.store.memory:from_url",
     "sqlite": "reactchat.store.sqlite:from_url",
@@ -194,5 +200,6 @@ __all__ = [
     "Store",
     "default_db",
     "resolve_store",
+    "shared",
     "store_url",
 ]

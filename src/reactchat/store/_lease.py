@@ -125,7 +125,8 @@ def renew_every(lease: float) -> float:
 
 def with_link(url: str) -> str:
     """The URL as a libpq connection string, with the ``LINK`` settings it does not set itself."""
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo  # psycopg is imported on first use
+    # optional: the [postgres] extra; the rest of this module is read without it
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     given = conninfo_to_dict(url)
     return make_conninfo(url, **{name: value for name, value in LINK.items() if name not in given})

@@ -245,10 +245,6 @@ SELECT count(*) FROM gone"""
 _IDLE = """SELECT id FROM sessions s WHERE active_at < %(before)s
 AND NOT EXISTS (SELECT 1 FROM running_turns r WHERE r.session = s.id AND r.since >= %(before)s)
 ORDER BY active_at, id LIMIT %(limit)s"""
-#: the mark of a turn whose holder died, claimed: its start becomes the session's last activity
-_CLAIM = """WITH gone AS (DELETE FROM running_turns WHERE session = %s AND backend = %s RETURNING session, since),
-active AS (UPDATE sessions s SET active_at = greatest(s.active_at, gone.since) FROM gone WHERE s.id = gone.session)
-SELECT count(*) FROM gone"""
 
 #: a batch of events (``_rows``) taken from the JSON array of rows, each written only where
 #: this backend's mark of the running turn is (the turn is this store's: ``m`` is the row a
@@ -628,6 +624,7 @@ class PostgresStore:
 
     async def _write(self, groups: list[list[Event]]) -> list[BaseException | None]:
         """Write a batch of appends in one statement; if it fails, each on its own."""
+        # optional: the [postgres] extra, imported on first use (``_connect`` names it when missing)
         from psycopg import errors
 
         if len(groups) > 1:
@@ -646,6 +643,7 @@ class PostgresStore:
         return outcomes
 
     async def _insert_retrying(self, events: list[Event]) -> None:
+        # optional: the [postgres] extra, imported on first use (``_connect`` names it when missing)
         from psycopg import errors
 
         for attempt in range(5):
@@ -750,7 +748,8 @@ class PostgresStore:
 
     async def put_artifact(self, session_id: str, name: str, data: bytes, at: float) -> Artifact:
         """Keep an artifact (replacing one of that name); the oldest beyond the bounds go."""
-        from psycopg import errors  # psycopg is imported on first use
+        # optional: the [postgres] extra, imported on first use (``_connect`` names it when missing)
+        from psycopg import errors
 
         kept = Artifact(name, content_type(name, data), len(data), at)
         async with self._db() as db, db.transaction():
@@ -902,6 +901,7 @@ class PostgresStore:
     async def cancel_requests(self) -> list[str]:
         """The sessions whose turn lock this store holds and whose turn someone asked to cancel
         (``request_cancel``), once a notification comes or ``CANCEL_POLL`` seconds pass."""
+        # optional: the [postgres] extra, imported on first use (``_connect`` names it when missing)
         from psycopg import OperationalError
 
         self._same_loop()
@@ -1130,6 +1130,7 @@ def _found(rows: list[Any], asks: list[tuple[str, int]]) -> list[list[Event] | B
 
 async def _connect(url: str) -> AsyncConnection[Any]:
     try:
+        # optional: the [postgres] extra, imported on first use
         import psycopg
     except ImportError as exc:
         raise ImportError(f"the PostgreSQL store needs psycopg: pip install 'reactchat[postgres]' ({exc})") from None
@@ -1148,6 +1149,7 @@ async def migrate(url: str) -> None:
     """
 
     def run() -> None:
+        # optional: the [postgres] extra (``_connect`` names it when missing)
         import psycopg
 
         with psycopg.connect(_lease.with_link(url), autocommit=True) as conn, conn.transaction():

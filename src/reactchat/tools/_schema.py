@@ -55,7 +55,11 @@ def json_schema_check(schema: dict[str, Any]) -> Check:
 
     Raises ``jsonschema.SchemaError`` at once if the schema itself is invalid.
     """
-    from jsonschema import validators
+    try:
+        # optional: jsonschema, for tools described by a JSON schema (the [mcp] extra installs it)
+        from jsonschema import validators
+    except ImportError:
+        raise ImportError("tools described by a JSON schema need jsonschema: pip install jsonschema") from None
 
     cls = validators.validator_for(schema, default=validators.Draft202012Validator)
     cls.check_schema(schema)

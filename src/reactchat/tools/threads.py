@@ -8,10 +8,8 @@ for a free thread past its own timeout is skipped, never run late. Not the event
 default executor: ``asyncio.run`` joins that one on exit, so a hung tool would hang the
 caller after its timeout; these daemon threads are abandoned instead.
 
-A quick call is waited for without going back to the event loop (``ThreadCall.wait``):
-that costs two thread switches where awaiting costs four and a wake-up of the loop. A
-call goes straight to an idle thread: no shared queue, and the thread has put itself back
-among the idle ones before it says the call returned, so it goes to sleep right after
+A call goes straight to an idle thread: no shared queue, and the thread has put itself
+back among the idle ones before it says the call returned, so it goes to sleep right after
 waking the caller.
 
 An idle thread sleeps in a read of its own eventfd (a pipe where there is none), not on a
@@ -41,25 +39,19 @@ DEFAULT_TOOL_THREADS = 32
 
 
 class ThreadCall:
-    """One sync tool call on a pool thread: wait for it briefly, or await it."""
+    """One sync tool call on a pool thread, awaited by the task that made it."""
 
-    __slots__ = ("done", "error", "fn", "future", "guard", "loop", "seconds", "started", "value")
+    __slots__ = ("error", "fn", "future", "guard", "loop", "seconds", "started", "value")
 
     def __init__(self, fn: Callable[[], Any]) -> None:
         self.fn: Callable[[], Any] | None = fn
         self.value: Any = None
         self.error: BaseException | None = None
-        self.done = threading.Lock()
-        self.done.acquire()  # released by the worker once the call has returned
         self.guard = threading.Lock()  # orders "returned" against "someone awaits it"
         self.loop: asyncio.AbstractEventLoop | None = None
         self.future: asyncio.Future[Any] | None = None
         self.started = time.perf_counter()
         self.seconds = float("inf")
-
-    def wait(self, seconds: float) -> bool:
-        """Block this thread up to ``seconds`` for the call to return."""
-        return self.done.acquire(timeout=seconds)
 
     def outcome(self) -> Any:
         """The call's return value, or its exception raised."""
@@ -101,7 +93,6 @@ class ThreadCall:
         with self.guard:
             self.fn = None
             loop, future = self.loop, self.future
-        self.done.release()
         if loop is not None and future is not None:
             with contextlib.suppress(RuntimeError):  # the loop may be closed if the call was abandoned
                 loop.call_soon_threadsafe(settle, future, self.value, self.error)
