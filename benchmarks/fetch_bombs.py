@@ -8,7 +8,10 @@ reactchat does not offer), ``gzip, gzip`` (two layers: a few KB on the wire), an
 ``gzip, gzip`` body on a 302 redirect (a redirect's body is never the page). The fetch
 runs in a child process, which reads its peak RSS (``VmHWM``) after a small warm-up fetch
 and again after the bomb; the table shows the growth and how the fetch ended.
-``tests/test_bombs.py`` serves the same bombs and asserts the growth stays under 50 MB.
+The same bombs come from MCP servers over HTTP too (``mcp_bomb_site``: each answers
+honestly but for one answer, the initialize or a tool call); the probe lists the
+server's tools and calls one. ``tests/test_bombs.py`` serves the same bombs and asserts
+the growth stays under 50 MB.
 """
 
 from __future__ import annotations
@@ -143,6 +146,148 @@ def measure(base: str, route: str, env: dict[str, str] | None = None) -> dict[st
 BOMBS = ["/gzip", "/deflate", "/zstd", "/gzip-gzip", "/redirect-gzip-gzip"]
 
 
+# ------------------------------------------------------------------ an MCP server over HTTP
+
+#: how each route of the MCP bomb site packs its answers: (Content-Encoding, which answer is the bomb)
+MCP_ROUTES = {
+    "/honest/mcp": ("gzip", None),
+    "/gzip/mcp": ("gzip", "initialize"),
+    "/deflate/mcp": ("deflate", "initialize"),
+    "/zstd/mcp": ("zstd", "initialize"),
+    "/gzip-gzip/mcp": ("gzip, gzip", "initialize"),
+    "/events-gzip/mcp": ("gzip", "initialize"),  # the answer as one event of a stream
+    "/call-gzip/mcp": ("gzip", "tools/call"),
+}
+MCP_BOMBS = [route for route, (_, bomb) in MCP_ROUTES.items() if bomb]
+
+
+def _mcp_answer(request: dict[str, Any]) -> dict[str, Any]:
+    """An honest MCP server's answer to a JSON-RPC request: one tool, ``echo``."""
+    method, params = request["method"], request.get("params") or {}
+    if method == "initialize":
+        result: dict[str, Any] = {
+            "protocolVersion": params.get("protocolVersion", "2025-06-18"),
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "bombs", "version": "1"},
+        }
+    elif method == "tools/list":
+        schema = {"type": "object", "properties": {"text": {"type": "string"}}}
+        result = {"tools": [{"name": "echo", "description": "Echo the text.", "inputSchema": schema}]}
+    elif method == "tools/call":
+        result = {"content": [{"type": "text", "text": params.get("arguments", {}).get("text", "")}]}
+    else:
+        result = {}
+    return {"jsonrpc": "2.0", "id": request["id"], "result": result}
+
+
+@contextmanager
+def mcp_bomb_site(mb: int) -> Iterator[str]:
+    """MCP servers over streamable HTTP on 127.0.0.1, one per route of ``MCP_ROUTES``: each
+    answers honestly, compressed as its route says, but for one answer, which is a bomb of
+    ``mb`` MB. Yields the base URL."""
+    bombs = {
+        "gzip": gzip_bomb(mb),
+        "deflate": deflate_bomb(mb),
+        "zstd": zstd_bomb(mb),
+        "gzip, gzip": gzip.compress(gzip_bomb(mb), 9),
+    }
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            coding, bomb = MCP_ROUTES.get(self.path, ("", None))
+            request = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
+            if "id" not in request:  # a notification
+                self.send_response(202)
+                self.send_header("content-length", "0")
+                self.end_headers()
+                return
+            events = self.path.startswith("/events")
+            text = json.dumps(_mcp_answer(request)).encode()
+            if events:
+                text = b"event: message\ndata: " + text + b"\n\n"
+            body = bombs[coding] if request["method"] == bomb else _pack(coding, text)
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream" if events else "application/json")
+            self.send_header("content-encoding", coding)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            with contextlib.suppress(OSError):  # the client gave up on a refused body, as it should
+                self.wfile.write(body)
+
+        def do_GET(self) -> None:  # no stream of the server's own
+            self.send_response(405)
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        do_DELETE = do_GET
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    class Server(ThreadingHTTPServer):
+        daemon_threads = True
+
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            pass
+
+    server = Server(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _pack(coding: str, text: bytes) -> bytes:
+    if coding == "gzip":
+        return gzip.compress(text)
+    if coding == "deflate":
+        return zlib.compress(text)
+    return text  # a coding the client refuses before reading the body
+
+
+MCP_PROBE = r"""
+import asyncio, json, logging, sys
+from reactchat.mcp import MCPServer
+
+def peak_mb():
+    with open("/proc/self/status") as status:
+        line = next(line for line in status if line.startswith("VmHWM:"))
+    return int(line.split()[1]) / 1024
+
+async def main(base, route):
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    async with MCPServer(url=base + "/honest/mcp", name="honest") as honest:  # the client loaded first
+        assert await honest.call("echo", {"text": "warm"}) == ("warm", False)
+    before = peak_mb()
+    async with MCPServer(url=base + route, name="bombs", connect_timeout=60) as server:
+        tools = await server.list_tools()
+        outcome = f"{len(tools)} tools listed"
+        if tools:
+            text, is_error = await server.call("echo", {"text": "hello"})
+            outcome += f"; the call: {'error: ' if is_error else ''}{text}"
+    print(json.dumps({"grew_mb": peak_mb() - before, "outcome": outcome}))
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"""
+
+
+def measure_mcp(base: str, route: str) -> dict[str, Any]:
+    """List the tools of the MCP server at ``base + route`` (and call one) in a fresh
+    process: ``{"grew_mb": peak RSS growth, "outcome": ..., "log": its warnings}``."""
+    command = [sys.executable, "-c", MCP_PROBE, base, route]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    if done.returncode != 0:
+        return {"grew_mb": float("nan"), "outcome": f"the process failed ({done.returncode}): {done.stderr[-300:]}"}
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["log"] = done.stderr
+    return result
+
+
 def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mb", type=int, default=256, help="MB each bomb unpacks to")
@@ -156,6 +301,13 @@ def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> N
             row = measure(base, route)
             wire = len(routes[route][1])
             out(f"| {route[1:]} | {wire:,} | {args.mb} | {row['grew_mb']:.1f} | {row['outcome'][:90]} |")
+    out("")
+    out("| MCP server over HTTP | coding | peak RSS growth MB | outcome |")
+    out("|---|---|---:|---|")
+    with mcp_bomb_site(args.mb) as base:
+        for route in MCP_BOMBS:
+            row = measure_mcp(base, route)
+            out(f"| {route[1:-4]} | {MCP_ROUTES[route][0]} | {row['grew_mb']:.1f} | {row['outcome'][:90]} |")
     out(f"load average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 

@@ -148,6 +148,8 @@ class MCPServer:
         self.list_timeout = list_timeout
         self.errlog = errlog
         self.mode = mode
+        #: the HTTP transport of the open connection (over HTTP): it knows why it refused a response
+        self._http: Any = None
         self._connection: _Connection | None = None
         self._tools: list[Tool] | None = None
         self._lock: asyncio.Lock | None = None
@@ -158,12 +160,17 @@ class MCPServer:
     async def _transport(self, stack: contextlib.AsyncExitStack) -> Any:
         mcp = _sdk()
         if self.url is not None:
+            # the mcp extra is optional: its HTTP client is imported for a server over HTTP only
             import httpx2
             from mcp.client.streamable_http import streamable_http_client
 
-            http = await stack.enter_async_context(
-                httpx2.AsyncClient(headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0))
+            from reactchat.mcp._http import BoundedTransport
+
+            self._http = BoundedTransport(self.url)
+            client = httpx2.AsyncClient(
+                headers=self.headers, timeout=httpx2.Timeout(30.0, read=300.0), transport=self._http
             )
+            http = await stack.enter_async_context(client)
             return streamable_http_client(self.url, http_client=http)
         assert self.command is not None
         params = mcp.StdioServerParameters(command=self.command, args=self.args, env=self.env, cwd=self.cwd)
@@ -270,7 +277,10 @@ class MCPServer:
                     await self._drop(connection)
                     return self._hung(tool), True, []
                 if code == CONNECTION_CLOSED:
+                    refusal = self._http.refusal if self._http is not None else None
                     await self._drop(connection)
+                    if refusal is not None:  # the server sent what is not read; the SDK only saw the stream end
+                        return f"{refusal}; the call's result is not read", True, []
                     stopped = f"the MCP server {self.name} stopped during the call; it will be started again"
                     return f"{stopped} on the next call", True, []
                 return f"the MCP server {self.name} refused the call: {exc.error.message}", True, []
