@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TextIO
 
 from reactchat.errors import ReactchatError
+from reactchat.mcp._tools import listed_tools
 from reactchat.tools import Tool
 
 log = logging.getLogger("reactchat.mcp")
@@ -206,8 +207,6 @@ class MCPServer:
         time, with a warning in the log; a listing is cut at ``MAX_PAGES`` pages and
         ``MAX_TOOLS`` tools, and a tool that cannot be used is left out (``listed_tools``)."""
         if self._tools is None:
-            from reactchat.mcp._tools import listed_tools
-
             try:
                 listing = await self._listing(await self._client())
             except MCPUnavailable as exc:
@@ -265,6 +264,7 @@ class MCPServer:
                 async with asyncio.timeout(self.timeout + 5):  # the SDK's own timeout first
                     result = await client.call_tool(tool, arguments, read_timeout_seconds=self.timeout)
             except mcp.MCPError as exc:
+                # the mcp extra, loaded by now (_sdk above)
                 from mcp_types import CONNECTION_CLOSED, INVALID_REQUEST, REQUEST_TIMEOUT
 
                 code = exc.error.code

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
 
+from reactchat.mcp._client import _sdk
+
 if TYPE_CHECKING:
     from reactchat.agent import Agent
 
@@ -31,6 +33,8 @@ class AgentReply(BaseModel):
 
 def agent_server(agent: Agent, *, name: str = "reactchat", tool: str = DEFAULT_TOOL, description: str = "") -> Any:
     """An MCP server (of the ``mcp`` SDK) whose one tool runs a turn of ``agent``."""
+    _sdk()
+    # the mcp extra, whose absence _sdk() above reports naming it
     from mcp.server import MCPServer as SDKServer
 
     server = SDKServer(name)

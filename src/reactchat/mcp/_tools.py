@@ -49,6 +49,7 @@ def listed_tools(server: MCPServer, listing: list[Any]) -> list[Tool]:
 
 def _checker(name: str, schema: dict[str, Any], names: set[str]) -> Check | str:
     """The validator of a listed tool's arguments, or why the tool cannot be offered."""
+    # jsonschema comes with the mcp extra, which a listing needs anyway
     from jsonschema import SchemaError
 
     if name in names:  # which of the two the model meant could not be told

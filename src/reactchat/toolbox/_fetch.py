@@ -149,6 +149,7 @@ def _httpx() -> Any:
 def _transport(policy: FetchPolicy) -> Any:
     """An httpx transport whose every connection goes to an address ``policy`` accepted."""
     httpx = _httpx()
+    # httpx's own transport, of the web extra (checked by _httpx above)
     import httpcore
 
     class GuardedBackend(httpcore.AsyncNetworkBackend):
@@ -294,6 +295,7 @@ async def page_document(page: Page, limits: Limits | None = None) -> tuple[str, 
 
 
 async def _extract_html(page: Page, limits: Limits | None) -> tuple[str, bytes]:
+    # lazy: reactchat.knowledge costs about 0.25 s to import (-X importtime), and reactchat.toolbox loads this module
     from reactchat.knowledge import FileRejected, Limits
     from reactchat.knowledge._isolate import pool
 
@@ -366,6 +368,7 @@ def fetch_url_tool(policy: FetchPolicy | None = None, *, budget: int = DEFAULT_B
             url: the full http(s) address
             query: optional words to look for in the page instead of reading its beginning
         """
+        # lazy: reactchat.knowledge costs about 0.25 s to import, and reactchat.toolbox loads this module
         from reactchat.knowledge import KnowledgeBase
         from reactchat.knowledge._tool import SERVICE, render
 

@@ -15,6 +15,7 @@ tool's error observation, the second with advice the model can follow.
 from __future__ import annotations
 
 import asyncio
+import importlib
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,8 +71,6 @@ def _results(rows: Any, k: int, *, url: str = "url", snippet: str = "content") -
 
 
 def _require(package: str, extra: str) -> Any:
-    import importlib
-
     try:
         return importlib.import_module(package)
     except ImportError:
@@ -200,6 +199,7 @@ class Tavily:
     async def search(self, query: str, k: int) -> list[SearchResult]:
         """The first ``k`` results."""
         tavily = _require("tavily", "tavily")
+        # the tavily extra, checked by _require above
         from tavily import errors
 
         client = tavily.AsyncTavilyClient(api_key=self.api_key, api_base_url=self.url)
@@ -240,6 +240,7 @@ class DuckDuckGo:
 
     def _search(self, query: str, k: int) -> list[SearchResult]:
         ddgs = _require("ddgs", "duckduckgo")
+        # the duckduckgo extra, checked by _require above
         from ddgs.exceptions import DDGSException, RatelimitException, TimeoutException
 
         client = ddgs.DDGS(proxy=self.proxy, timeout=int(self.timeout), verify=self.verify)
