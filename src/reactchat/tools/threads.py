@@ -59,15 +59,15 @@ class ThreadCall:
             raise self.error
         return self.value
 
-    async def settled(self, timeout: float, expired: BaseException) -> Any:
-        """Await the call; ``expired`` is raised after ``timeout`` seconds."""
+    async def settled(self, timeout: float, expired: Callable[[], BaseException]) -> Any:
+        """Await the call; ``expired()`` is raised after ``timeout`` seconds (made only then)."""
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         with self.guard:
             if self.fn is None:  # it returned meanwhile
                 return self.outcome()
             self.loop, self.future = loop, future
-        timer = loop.call_later(timeout, settle, future, None, expired)
+        timer = loop.call_later(timeout, expire, future, expired)
         try:
             return await future
         finally:
@@ -246,6 +246,12 @@ def settle(future: asyncio.Future[Any], value: Any, error: BaseException | None)
         future.set_exception(error)
     else:
         future.set_result(value)
+
+
+def expire(future: asyncio.Future[Any], expired: Callable[[], BaseException]) -> None:
+    """Give ``future`` the error ``expired()`` unless the call returned first."""
+    if not future.done():
+        future.set_exception(expired())
 
 
 _shared: ToolThreads | None = None
