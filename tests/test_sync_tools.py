@@ -54,6 +54,21 @@ async def test_a_hung_sync_tool_stalls_neither_its_agent_nor_other_sessions() ->
     assert max(gaps) < 0.25, f"the event loop stalled {max(gaps):.3f} s"
 
 
+async def test_a_step_streams_its_thought_and_action_before_its_tool_runs() -> None:
+    seen: list[str] = []
+
+    @tool
+    def look(key: str) -> str:
+        """Record that the call ran."""
+        seen.append(f"ran {key}")
+        return f"value-{key}"
+
+    agent = Agent(model=ScriptedModel([act("look", {"key": "a"}), " Done.\nFinal Answer: ok"]), tools=[look])
+    async for event in agent.stream("go"):
+        seen.append(event.type)
+    assert seen == ["user", "thought", "action", "ran a", "observation", "answer"]
+
+
 async def test_the_threads_of_a_pool_nobody_holds_end_once_their_calls_return() -> None:
     release = threading.Event()
 

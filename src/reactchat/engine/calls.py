@@ -109,19 +109,17 @@ class Calls:
         the call first, unless ``approved``), its ``QuestionEvent`` instead (``may_ask``;
         otherwise the tool is told to ask one question at a time); nothing more when the
         nested run it started waits for the user."""
+        if not self.streams(call):
+            yield await self.finish(call, may_ask, approved)
+            return
         started = time.perf_counter()
         result: ToolResult | None = None
         try:
-            tool = self.tools.get(call.tool)
-            if tool is None or not tool.streams:
-                # a plain tool (or a call its guards refuse): awaited, no generator in between
-                result = await self.execute(call, approved=approved)
-            else:
-                async for item in self.run_call(call, approved):
-                    if isinstance(item, ToolResult):
-                        result = item
-                    else:
-                        yield item
+            async for item in self.run_call(call, approved):
+                if isinstance(item, ToolResult):
+                    result = item
+                else:
+                    yield item
         except PauseForUser as pause:
             if may_ask:
                 yield await self.ask(call, pause)
@@ -129,6 +127,19 @@ class Calls:
             result = ToolResult(ONE_QUESTION, is_error=True)
         if result is not None:
             yield await self.observe(call, result, time.perf_counter() - started)
+
+    async def finish(self, call: Call, may_ask: bool = True, approved: bool = False) -> Event:
+        """``complete`` for a call of a plain tool (or one its guards refuse), awaited with no
+        generator in between: its ``ObservationEvent``, or its ``QuestionEvent`` when the tool
+        asks the user or a human must approve the call first (see ``complete``)."""
+        started = time.perf_counter()
+        try:
+            result = await self.execute(call, approved=approved)
+        except PauseForUser as pause:
+            if may_ask:
+                return await self.ask(call, pause)  # the observation is the user's answer, recorded on resume
+            result = ToolResult(ONE_QUESTION, is_error=True)
+        return await self.observe(call, result, time.perf_counter() - started)
 
     async def ask(self, call: Call, pause: PauseForUser) -> Event:
         """Record the question a call asks the user (linked to this run's span for its resumption)."""

@@ -306,7 +306,7 @@ class Loop(Recovery):
     async def steps(self) -> AsyncIterator[Event]:
         """Step until a final answer, a question for the user, or a guard stops the run."""
         while True:
-            paused = await self.over_budget()
+            paused = await self.over_budget() if self.spending is not None else None
             if paused is not None:
                 yield paused
                 return
@@ -423,12 +423,24 @@ class Loop(Recovery):
         run another agent run one after the other. When every call has its observation and
         one of them is ``return_direct``, its output is the answer.
         """
-        concurrent = len(calls) > 1 and self.parallel_tools > 1 and not any(self.streams(c) for c in calls)
         observed: dict[str, ObservationEvent] = {}
-        async for event in self.concurrently(calls, thought) if concurrent else self.one_by_one(calls, thought):
-            if isinstance(event, ObservationEvent) and event.run == self.run:
-                observed[event.call_id] = event
-            yield event
+        if len(calls) == 1 and not self.streams(calls[0]):
+            # the common step, one call of a plain tool: awaited here, with no generator per call
+            call = calls[0]
+            for event in await self.record(
+                thought, ActionEvent.built(call_id=call.call_id, tool=call.tool, input=call.input)
+            ):
+                yield event
+            outcome = await self.finish(call)
+            if isinstance(outcome, ObservationEvent):
+                observed[call.call_id] = outcome
+            yield outcome
+        else:
+            concurrent = len(calls) > 1 and self.parallel_tools > 1 and not any(self.streams(c) for c in calls)
+            async for event in self.concurrently(calls, thought) if concurrent else self.one_by_one(calls, thought):
+                if isinstance(event, ObservationEvent) and event.run == self.run:
+                    observed[event.call_id] = event
+                yield event
         if len(observed) < len(calls):
             return  # a call asked the user, or the nested run it started waits: so does this run
         for call in calls:

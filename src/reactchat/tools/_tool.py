@@ -277,14 +277,17 @@ class Tool:
                     return await coro
             except TimeoutError:
                 if deadline.expired():  # not a TimeoutError the tool itself raised
-                    raise ToolTimeout(f"{self.name} did not return within {self.timeout:g} s") from None
+                    raise self.expired() from None
                 raise
         if self.timeout is None:
             return self.fn(**kwargs)
         # on a worker thread, so that a hang cannot block the agent (see reactchat.tools.threads)
         call = (threads or shared_threads()).start(lambda: self.fn(**kwargs))
-        expired = ToolTimeout(f"{self.name} did not return within {self.timeout:g} s")
-        return await call.settled(self.timeout, expired)
+        return await call.settled(self.timeout, self.expired)
+
+    def expired(self) -> ToolTimeout:
+        """The error of a call that did not return within the tool's timeout."""
+        return ToolTimeout(f"{self.name} did not return within {self.timeout:g} s")
 
 
 def validation_problems(exc: ValidationError) -> str:

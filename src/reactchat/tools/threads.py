@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import os
 import threading
-import time
 import weakref
 from collections import deque
 from collections.abc import Callable
@@ -41,7 +40,7 @@ DEFAULT_TOOL_THREADS = 32
 class ThreadCall:
     """One sync tool call on a pool thread, awaited by the task that made it."""
 
-    __slots__ = ("error", "fn", "future", "guard", "loop", "seconds", "started", "value")
+    __slots__ = ("error", "fn", "future", "guard", "loop", "value")
 
     def __init__(self, fn: Callable[[], Any]) -> None:
         self.fn: Callable[[], Any] | None = fn
@@ -50,8 +49,6 @@ class ThreadCall:
         self.guard = threading.Lock()  # orders "returned" against "someone awaits it"
         self.loop: asyncio.AbstractEventLoop | None = None
         self.future: asyncio.Future[Any] | None = None
-        self.started = time.perf_counter()
-        self.seconds = float("inf")
 
     def outcome(self) -> Any:
         """The call's return value, or its exception raised."""
@@ -59,15 +56,15 @@ class ThreadCall:
             raise self.error
         return self.value
 
-    async def settled(self, timeout: float, expired: BaseException) -> Any:
-        """Await the call; ``expired`` is raised after ``timeout`` seconds."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Any] = loop.create_future()
+    async def settled(self, timeout: float, expired: Callable[[], BaseException]) -> Any:
+        """Await the call; ``expired()`` is raised after ``timeout`` seconds (made only then)."""
         with self.guard:
-            if self.fn is None:  # it returned meanwhile
+            if self.fn is None:  # it returned meanwhile (the common case: no future is made)
                 return self.outcome()
+            loop = asyncio.get_running_loop()
+            future: asyncio.Future[Any] = loop.create_future()
             self.loop, self.future = loop, future
-        timer = loop.call_later(timeout, settle, future, None, expired)
+        timer = loop.call_later(timeout, expire, future, expired)
         try:
             return await future
         finally:
@@ -86,7 +83,6 @@ class ThreadCall:
             self.value = fn()
         except BaseException as exc:  # handed to the waiting task, which reports it
             self.error = exc
-        self.seconds = time.perf_counter() - self.started
 
     def returned(self) -> None:
         """On the worker, after ``run``: wake whoever waits for the call."""
@@ -246,6 +242,12 @@ def settle(future: asyncio.Future[Any], value: Any, error: BaseException | None)
         future.set_exception(error)
     else:
         future.set_result(value)
+
+
+def expire(future: asyncio.Future[Any], expired: Callable[[], BaseException]) -> None:
+    """Give ``future`` the error ``expired()`` unless the call returned first."""
+    if not future.done():
+        future.set_exception(expired())
 
 
 _shared: ToolThreads | None = None
