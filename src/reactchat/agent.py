@@ -134,10 +134,15 @@ class Agent:
         self._store: Store | None = None if isinstance(store, str) else store
         given = list(tools)
         #: sources of tools listed at each turn (MCP servers)
-        self.toolsets = [t for t in given if isinstance(t, Toolset)]
-        self.tools: list[Tool] = [
-            t.as_tool() if isinstance(t, Agent) else as_tool(t) for t in given if not isinstance(t, Toolset)
-        ]
+        self.toolsets: list[Toolset] = []
+        self.tools: list[Tool] = []
+        for t in given:
+            if isinstance(t, Tool):  # never a toolset; asked first, as the protocol's isinstance is slow
+                self.tools.append(t)
+            elif isinstance(t, Toolset):
+                self.toolsets.append(t)
+            else:
+                self.tools.append(t.as_tool() if isinstance(t, Agent) else as_tool(t))
         if ask_user and not any(t.name == "ask_user" for t in self.tools):
             self.tools.append(ask_user_tool)
         names = [t.name for t in self.tools]
