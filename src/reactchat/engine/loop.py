@@ -163,7 +163,7 @@ class Loop(Recovery):
     ) -> AsyncIterator[Event]:
         """Run a new turn for ``message`` (sent with ``images``); ``opening`` is its event when
         already recorded (``Run`` records it with the turn's lock, in one store transaction).
-        The links of the message that were ``skipped`` are recorded after it."""
+        The links of the message that were ``skipped`` are recorded after it, and on the span."""
         opened = opening or UserEvent(text=message, images=images)
         return self.invoke(opened, recorded=opening is not None, skipped=skipped)
 
@@ -243,11 +243,12 @@ class Loop(Recovery):
         """``steps``, traced as one ``invoke_agent`` span when OpenTelemetry is installed;
         ``opening`` (a new turn's message) is recorded first, unless it is ``recorded`` already,
         before the span starts (one generator per turn fewer than a ``start`` of its own around this
-        one), then the links of it that were ``skipped``."""
+        one), then the links of it that were ``skipped``, each an event of the span too."""
         if opening is not None:
             yield opening if recorded else await self.emit(opening)
         self.trace = start_turn(self.agent.rsplit("/", 1)[-1], self.session, self.model.name, self.resumes)
         for link in skipped:
+            self.trace.link_skipped(link)
             yield await self.emit(link)
         status: str = "interrupted"
         failure: BaseException | None = None
