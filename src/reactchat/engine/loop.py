@@ -245,11 +245,14 @@ class Loop(Recovery):
         before the span starts (one generator per turn fewer than a ``start`` of its own around this
         one), then the links of it that were ``skipped``, each an event of the span too."""
         if opening is not None:
-            yield opening if recorded else await self.emit(opening)
+            unrecorded = skipped if recorded else (opening, *skipped)
+            if unrecorded:  # the message and its skipped links are durable together
+                await self.record(*unrecorded)
+            yield opening
         self.trace = start_turn(self.agent.rsplit("/", 1)[-1], self.session, self.model.name, self.resumes)
         for link in skipped:
             self.trace.link_skipped(link)
-            yield await self.emit(link)
+            yield link
         status: str = "interrupted"
         failure: BaseException | None = None
         usages: list[Usage] = []

@@ -70,9 +70,8 @@ class NestedTurn(ABC):
     async def start(self, message: str, skipped: Sequence[LinkSkippedEvent] = ()) -> AsyncIterator[Event]:
         """Record ``message``, then the links of it that were ``skipped``, and run a new turn for it
         (no span records the links: a nested turn has none of its own)."""
-        yield await self.loop.emit(UserEvent(text=message))
-        for link in skipped:
-            yield await self.loop.emit(link)
+        for event in await self.loop.record(UserEvent(text=message), *skipped):  # durable together
+            yield event
         async for event in self.recover([]):
             yield event
 
