@@ -7,13 +7,18 @@ and ``pip install playwright`` (no ``playwright install``: the system browser is
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from server_support import make_app, running
+from reactchat import Agent
+from reactchat.server import ServerConfig, create_app
+from reactchat.toolbox import read_links_in_messages
+from server_support import make_agent, make_app, running
 
 CHROMIUM = os.environ.get("REACTCHAT_CHROMIUM", "/usr/bin/chromium")
 ARGS = [
@@ -145,6 +150,29 @@ def test_the_page_asks_for_the_token(browser: Browser) -> None:
         send(page, "hello token")
         expect(page.get_by_test_id("answer")).to_have_text("echo: hello token")
         context.close()
+
+
+def test_a_link_of_the_message_that_was_not_read_is_said_so(browser: Browser, tmp_path: Path) -> None:
+    def agent(store: Any) -> Agent:
+        made = make_agent(store)
+        read_links_in_messages(made)
+        return made
+
+    config = ServerConfig(model="rules", store=f"sqlite:///{tmp_path}/links.db")
+    with running(create_app(agent, config=config)) as url:
+        context = browser.new_context(base_url=url)
+        page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
+        page.goto("/")
+        send(page, "hello http://0177.0.0.1/")
+        expect(page.get_by_test_id("answer")).to_have_text("echo: hello http://0177.0.0.1/")
+        said = re.compile(r"^The link http://0177\.0\.0\.1/ was not read: .*is not a valid URL")
+        expect(page.get_by_test_id("link-skipped")).to_have_text(said)  # streamed
+        page.reload()
+        expect(page.get_by_test_id("link-skipped")).to_have_text(said)  # stored
+        context.close()
+        assert not errors, f"the page raised: {errors}"
 
 
 def test_files_upload_with_progress_count_down_and_clear(page: Page) -> None:

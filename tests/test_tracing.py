@@ -19,7 +19,9 @@ from opentelemetry.trace import SpanKind, StatusCode
 
 from reactchat import Agent, ScriptedModel, tool
 from reactchat.engine import tracing
-from reactchat.toolbox import calculator
+from reactchat.knowledge import attach
+from reactchat.toolbox import calculator, read_links_in_messages
+from reactchat.toolbox._fetch import ENV_ALLOW
 
 ACT = ' I need a 15% markup.\nAction: calculator\nAction Input: {"expression": "80.16 * 1.15"}'
 FINAL = " I know it.\nFinal Answer: 92.184"
@@ -127,6 +129,28 @@ def test_content_is_recorded_only_when_the_user_opts_in(otel: Telemetry, monkeyp
     call = dict(otel.named("execute_tool")[0].attributes or {})
     assert json.loads(str(call["gen_ai.tool.call.arguments"])) == {"expression": "80.16 * 1.15"}
     assert call["gen_ai.tool.call.result"] == "92.184"
+
+
+@pytest.mark.parametrize("capture", [False, True])
+def test_a_skipped_link_is_an_event_of_the_turn_s_span(
+    otel: Telemetry, monkeypatch: pytest.MonkeyPatch, capture: bool
+) -> None:
+    monkeypatch.delenv(ENV_ALLOW, raising=False)
+    if capture:
+        monkeypatch.setenv(tracing.CAPTURE_ENV, "true")
+    agent = Agent(model=ScriptedModel([FINAL]))
+    attach(agent)
+    read_links_in_messages(agent)
+    result = agent.run("Read http://0177.0.0.1/ and http://127.0.0.1:1/")
+    assert result.status == "done"
+    (turn,) = otel.named("invoke_agent")
+    skipped = [dict(e.attributes or {}) for e in turn.events if e.name == "link skipped"]
+    assert [e["reactchat.link.refused"] for e in skipped] == [True, True]
+    if capture:
+        assert [e["url.full"] for e in skipped] == ["http://0177.0.0.1/", "http://127.0.0.1:1/"]
+        assert "a loopback address" in str(skipped[1]["reactchat.link.reason"])
+    else:  # the addresses are the user's message, the reasons repeat them
+        assert "127.0.0.1" not in everything_recorded(turn)
 
 
 @tool

@@ -22,7 +22,7 @@ from typing import Any, ClassVar, TextIO
 from reactchat.cli import artifacts, record, worker
 from reactchat.cli import eval as eval_verb
 from reactchat.cli import memory as memory_cli
-from reactchat.cli.report import raw_reply
+from reactchat.cli.report import raw_reply, skipped_link
 from reactchat.cli.retention import days
 from reactchat.cli.tool_refs import close_tools
 from reactchat.engine.budget import Budget
@@ -32,6 +32,7 @@ from reactchat.messages import (
     AnswerEvent,
     ErrorEvent,
     Event,
+    LinkSkippedEvent,
     ObservationEvent,
     PlanEvent,
     QuestionEvent,
@@ -142,6 +143,8 @@ def _describe(event: Event) -> str | None:
         if event.correction:
             return f"Format error, correction sent: {event.message}{raw_reply(event)}"
         return f"Error: {event.message}"
+    if isinstance(event, LinkSkippedEvent):
+        return skipped_link(event)
     return None
 
 

@@ -19,6 +19,7 @@ from reactchat.messages import (
     CompactionEvent,
     ErrorEvent,
     Event,
+    LinkSkippedEvent,
     ObservationEvent,
     QuestionEvent,
     ThoughtEvent,
@@ -198,7 +199,14 @@ def _line(event: Event) -> str | None:
     if isinstance(event, CompactionEvent):
         covered = f"turns 1-{event.through_turn}" if event.covers == "turns" else f"steps 1-{event.through_step}"
         return f"Summary of {covered}: {event.summary}"
+    if isinstance(event, LinkSkippedEvent):
+        return skipped_link(event)
     return None
+
+
+def skipped_link(event: LinkSkippedEvent) -> str:
+    """What people read of a link of the message that was not read before the turn."""
+    return f"The link {event.url} was not read: {event.reason}"
 
 
 #: how much of a refused reply is shown: enough to see what the model was doing

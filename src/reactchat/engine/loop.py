@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -38,6 +38,7 @@ from reactchat.messages import (
     ErrorEvent,
     Event,
     ImagePart,
+    LinkSkippedEvent,
     ObservationEvent,
     QuestionEvent,
     Reply,
@@ -61,8 +62,8 @@ SHUTDOWN = "reactchat: shutting down"
 class Runner(Protocol):
     """What runs one run: the ReAct ``Loop``, or a plan-and-execute or Reflexion loop around it."""
 
-    def start(self, message: str) -> AsyncIterator[Event]:
-        """Run a new turn for ``message``."""
+    def start(self, message: str, skipped: Sequence[LinkSkippedEvent] = ()) -> AsyncIterator[Event]:
+        """Run a new turn for ``message``; the links of it that were ``skipped`` are recorded after it."""
         ...
 
     def recover(self, events: list[Event]) -> AsyncIterator[Event]:
@@ -154,11 +155,17 @@ class Loop(Recovery):
     # ------------------------------------------------------------------ ways in
 
     def start(
-        self, message: str, opening: UserEvent | None = None, images: tuple[ImagePart, ...] = ()
+        self,
+        message: str,
+        skipped: Sequence[LinkSkippedEvent] = (),
+        opening: UserEvent | None = None,
+        images: tuple[ImagePart, ...] = (),
     ) -> AsyncIterator[Event]:
         """Run a new turn for ``message`` (sent with ``images``); ``opening`` is its event when
-        already recorded (``Run`` records it with the turn's lock, in one store transaction)."""
-        return self.invoke(opening or UserEvent(text=message, images=images), recorded=opening is not None)
+        already recorded (``Run`` records it with the turn's lock, in one store transaction).
+        The links of the message that were ``skipped`` are recorded after it, and on the span."""
+        opened = opening or UserEvent(text=message, images=images)
+        return self.invoke(opened, recorded=opening is not None, skipped=skipped)
 
     async def resume(self, pending: Pending, reply: str) -> AsyncIterator[Event]:
         """Continue a run that waits on ``pending`` with the user's ``reply`` as its observation.
@@ -230,13 +237,22 @@ class Loop(Recovery):
 
     # ------------------------------------------------------------------ the loop
 
-    async def invoke(self, opening: Event | None = None, recorded: bool = False) -> AsyncIterator[Event]:
+    async def invoke(
+        self, opening: Event | None = None, recorded: bool = False, skipped: Sequence[LinkSkippedEvent] = ()
+    ) -> AsyncIterator[Event]:
         """``steps``, traced as one ``invoke_agent`` span when OpenTelemetry is installed;
         ``opening`` (a new turn's message) is recorded first, unless it is ``recorded`` already,
-        before the span starts (one generator per turn fewer than a ``start`` of its own around this one)."""
+        before the span starts (one generator per turn fewer than a ``start`` of its own around this
+        one), then the links of it that were ``skipped``, each an event of the span too."""
         if opening is not None:
-            yield opening if recorded else await self.emit(opening)
+            unrecorded = skipped if recorded else (opening, *skipped)
+            if unrecorded:  # the message and its skipped links are durable together
+                await self.record(*unrecorded)
+            yield opening
         self.trace = start_turn(self.agent.rsplit("/", 1)[-1], self.session, self.model.name, self.resumes)
+        for link in skipped:
+            self.trace.link_skipped(link)
+            yield link
         status: str = "interrupted"
         failure: BaseException | None = None
         usages: list[Usage] = []

@@ -243,16 +243,17 @@ class Run:
         else:
             turn = Turn(last.index + 1 if last else 1, self.message, images=self.images)
             await kept_images(self.agent.store, self.session, self.images)
-            await self.agent.hooks.message_arrived(self.session, self.message)
+            skipped = await self.agent.hooks.message_arrived(self.session, self.message)
             loop, releases, compacted = await self._loop(state, turn, closing=True)
             if self._opened is not None:
                 assert isinstance(loop, Loop) and self._opened.turn == turn.index  # as ``_opening`` foresaw
                 # recorded with the lock, the message comes before the compaction made since
-                yield after(compacted, loop.start(self.message, self._opened), 1), turn, Outcome(), releases
+                events = loop.start(self.message, skipped, self._opened)
+                yield after(compacted, events, 1), turn, Outcome(), releases
             elif isinstance(loop, Loop):
-                yield after(compacted, loop.start(self.message, images=self.images)), turn, Outcome(), releases
+                yield after(compacted, loop.start(self.message, skipped, images=self.images)), turn, Outcome(), releases
             else:
-                yield after(compacted, loop.start(self.message)), turn, Outcome(), releases
+                yield after(compacted, loop.start(self.message, skipped)), turn, Outcome(), releases
 
     async def _answer_nested(self, runner: Runner, turn: Turn, pending: Pending) -> AsyncIterator[Event]:
         """Reply to an item a nested run asked (a sub-agent, a plan step): the reply is stored

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from reactchat.engine.approval import Policy
 from reactchat.engine.budget import Budget
 from reactchat.engine.output import Output
-from reactchat.messages import AnswerEvent
+from reactchat.messages import AnswerEvent, LinkSkippedEvent
 from reactchat.models import Model
 from reactchat.protocols.packs import PromptPack
 from reactchat.store import Store
@@ -32,8 +32,9 @@ Mode = Literal["reflect", "plan", "react"]
 SessionTools = Callable[[str, Store], Awaitable[Sequence[Tool]]]
 #: on_turn_end(session, store, status): status is the final answer's (``done``, ``stopped``...)
 TurnEnd = Callable[[str, Store, str], Awaitable[None]]
-#: new_message(session, store, text): a message that starts a new turn, before the turn runs
-NewMessage = Callable[[str, Store, str], Awaitable[None]]
+#: new_message(session, store, text): a message that starts a new turn, before the turn runs;
+#: what it returns (the links of the message it could not read) is recorded after the message
+NewMessage = Callable[[str, Store, str], Awaitable[Sequence[LinkSkippedEvent] | None]]
 #: fork(original, new, store): a session was forked into ``new`` (its events are copied)
 Fork = Callable[[str, str, Store], Awaitable[None]]
 #: instructions(session, store, message): text added to the instructions of a run on ``message``
@@ -49,7 +50,8 @@ class Hooks:
     transaction may have released the turn's lock already). A turn paused on a
     question is not over: it ends once, when it answers. ``new_message`` hooks see a
     message that starts a new turn before the turn's tools are chosen (links in it are
-    read this way: ``reactchat.toolbox.read_links_in_messages``). ``fork`` hooks copy what
+    read this way: ``reactchat.toolbox.read_links_in_messages``, which returns the links
+    it skipped, for the turn to record). ``fork`` hooks copy what
     a component keeps per session into a fork of it (the uploaded files). ``instructions``
     hooks add text to the instructions of each run (``reactchat.memory`` puts remembered
     facts there).
@@ -62,10 +64,13 @@ class Hooks:
     fork: list[Fork] = field(default_factory=list)
     instructions: list[Instructions] = field(default_factory=list)
 
-    async def message_arrived(self, session: str, text: str) -> None:
-        """Run the ``new_message`` hooks for a message that starts a turn."""
+    async def message_arrived(self, session: str, text: str) -> list[LinkSkippedEvent]:
+        """Run the ``new_message`` hooks for a message that starts a turn: the links they
+        skipped, to record in the turn after the message."""
+        skipped: list[LinkSkippedEvent] = []
         for hook in self.new_message:
-            await hook(session, self.store(), text)
+            skipped.extend(await hook(session, self.store(), text) or ())
+        return skipped
 
     async def tools_for(self, session: str, store: Store) -> list[Tool]:
         """The tools every ``session_tools`` hook adds for ``session``."""

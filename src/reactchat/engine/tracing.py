@@ -1,7 +1,8 @@
 """OpenTelemetry spans and metrics, named by the GenAI semantic conventions.
 
-* ``invoke_agent {agent}`` (INTERNAL) around each run of a turn; a sub-agent's run nests
-  under the ``execute_tool`` span of the call that started it;
+* ``invoke_agent {agent}`` (INTERNAL) around each run of a turn, with a ``link skipped``
+  event for each link of its message not read; a sub-agent's run nests under the
+  ``execute_tool`` span of the call that started it;
 * ``chat {model}`` (CLIENT) around each model call;
 * ``execute_tool {tool}`` (INTERNAL) around each tool call;
 * the histograms ``gen_ai.client.token.usage`` and ``gen_ai.client.operation.duration``.
@@ -33,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from reactchat.messages import Reply, Request, StopReason, TextPart, ToolCallPart, Usage
+from reactchat.messages import LinkSkippedEvent, Reply, Request, StopReason, TextPart, ToolCallPart, Usage
 from reactchat.tools import PauseForUser
 
 CAPTURE_ENV = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
@@ -151,6 +152,10 @@ class TurnTrace:
         """An ``execute_tool`` span for one tool call (use as a context manager)."""
         return _NO_TOOL
 
+    def link_skipped(self, link: LinkSkippedEvent) -> None:
+        """A ``link skipped`` event on the span: a link of the message was not read before the
+        run (its address and the reason are the message's content: recorded only with capture on)."""
+
     def end(self, status: str, usages: Sequence[Usage] = (), error: BaseException | None = None) -> None:
         """Close the span: how the run ended (``done``, ``waiting``, ``stopped``, ``cancelled``...)
         and the usage of its model calls."""
@@ -245,6 +250,12 @@ class _Turn(TurnTrace):
 
     def tool(self, name: str, call_id: str, arguments: Any) -> ToolTrace:
         return _Tool(self, name, call_id, arguments)
+
+    def link_skipped(self, link: LinkSkippedEvent) -> None:
+        attributes: dict[str, Any] = {"reactchat.link.refused": link.refused}
+        if self.capture:
+            attributes |= {"url.full": link.url, "reactchat.link.reason": link.reason}
+        self.span.add_event("link skipped", attributes)
 
     def end(self, status: str, usages: Sequence[Usage] = (), error: BaseException | None = None) -> None:
         span = self.span

@@ -10,6 +10,7 @@ Three families, all pydantic models with a ``Literal`` discriminator:
 * **events** (``UserEvent``, ``ThoughtEvent``, ``ActionEvent``, ``ObservationEvent``,
   ``QuestionEvent``, ``AnswerEvent``, ``ErrorEvent``): what a run streams to callers
   *and* what a store persists. The state of a session is derived from its events.
+  ``LinkSkippedEvent`` says a link of the message was not read before the turn ran.
   ``DeltaEvent`` (streamed model text) is streamed only, never stored.
 
 ``EVENTS`` is the one JSON adapter for events (``EVENTS.validate_json(...)``,
@@ -499,6 +500,20 @@ class CompactionEvent(_Event):
     usage: Usage | None = None
 
 
+class LinkSkippedEvent(_Event):
+    """A link of the message that starts a turn that was not read into the session's files
+    before the turn ran (``reactchat.toolbox.read_links_in_messages``): ``refused`` by the
+    fetch policy or the file limits (a private address, a URL that cannot be parsed, too
+    large), or failed otherwise. Recorded right after the message, for people: the model's
+    prompt does not carry it (it can still try ``fetch_url``)."""
+
+    type: Literal["link_skipped"] = "link_skipped"
+    url: str
+    #: why, in words (the refusal's or the failure's message)
+    reason: str
+    refused: bool = True
+
+
 Event = Annotated[
     UserEvent
     | ThoughtEvent
@@ -511,6 +526,7 @@ Event = Annotated[
     | PlanEvent
     | TrialEvent
     | CompactionEvent
+    | LinkSkippedEvent
     | DeltaEvent,
     Field(discriminator="type"),
 ]

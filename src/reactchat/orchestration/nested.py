@@ -16,14 +16,14 @@ running it again (``SubAgent`` is ``idempotent`` in that sense). See docs/agents
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from reactchat.engine.approval import Policy
 from reactchat.engine.budget import Spending
 from reactchat.engine.build import make_loop
 from reactchat.engine.spec import AgentSpec, Mode
-from reactchat.messages import AnswerEvent, Event, UserEvent
+from reactchat.messages import AnswerEvent, Event, LinkSkippedEvent, UserEvent
 from reactchat.models import ModelError
 from reactchat.protocols.base import Call, ToolResult
 from reactchat.store import Store
@@ -67,9 +67,11 @@ class NestedTurn(ABC):
 
     loop: Loop
 
-    async def start(self, message: str) -> AsyncIterator[Event]:
-        """Record ``message`` and run a new turn for it."""
-        yield await self.loop.emit(UserEvent(text=message))
+    async def start(self, message: str, skipped: Sequence[LinkSkippedEvent] = ()) -> AsyncIterator[Event]:
+        """Record ``message``, then the links of it that were ``skipped``, and run a new turn for it
+        (no span records the links: a nested turn has none of its own)."""
+        for event in await self.loop.record(UserEvent(text=message), *skipped):  # durable together
+            yield event
         async for event in self.recover([]):
             yield event
 

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from reactchat.errors import ReactchatError
+from reactchat.messages import LinkSkippedEvent
 from reactchat.toolbox._inflate import ACCEPT_ENCODING, Body, BodyRefused
 from reactchat.tools import RunContext, Tool
 
@@ -335,23 +336,27 @@ def links_in(text: str) -> list[str]:
 def read_links_in_messages(agent: AgentSpec, policy: FetchPolicy | None = None, *, limit: int = 3) -> None:
     """Read the links of each message that starts a turn into the session's files first,
     so the turn can search them (``search_files``) and cite them like uploads. A link
-    that is refused, cannot be parsed or fails is logged and skipped: the model can still
-    try ``fetch_url``.
+    that is refused, cannot be parsed or fails is skipped, logged and recorded in the
+    turn after the message (``LinkSkippedEvent``): the model can still try ``fetch_url``.
     Needs ``reactchat.knowledge.attach(agent)``.
     """
 
-    async def read(session: str, store: Store, text: str) -> None:
+    async def read(session: str, store: Store, text: str) -> list[LinkSkippedEvent]:
         from reactchat.knowledge import FileRejected, KnowledgeBase
         from reactchat.knowledge._tool import SERVICE
 
         kb: KnowledgeBase = agent.services.get(SERVICE) or KnowledgeBase.for_store(store)
+        skipped: list[LinkSkippedEvent] = []
         for url in links_in(text)[:limit]:
             try:
                 await read_link(kb, session, url, policy)
             except (FetchRefused, FileRejected) as exc:
                 log.warning("the link %s in a message of session %s was not read: %s", url, session, exc)
-            except Exception:  # a link is a convenience: whatever else it breaks, the turn goes on
+                skipped.append(LinkSkippedEvent(url=url, reason=str(exc)))
+            except Exception as exc:  # a link is a convenience: whatever else it breaks, the turn goes on
                 log.exception("the link %s in a message of session %s was not read", url, session)
+                skipped.append(LinkSkippedEvent(url=url, reason=f"{type(exc).__name__}: {exc}", refused=False))
+        return skipped
 
     agent.hooks.new_message.append(read)
 

@@ -144,6 +144,9 @@ function show(event) {
       step(event.covers === "turns" ? `Earlier turns summarised (1–${event.through_turn})`
         : `Earlier steps summarised (1–${event.through_step})`, event.summary);
       break;
+    case "link_skipped":  // a link of the message not read before the turn
+      add("note", `The link ${event.url} was not read: ${event.reason}`, "link-skipped");
+      break;
     case "error":
       if (event.kind === "format" || event.kind === "output") formatError(event);
       else add("error", event.message, "error");
