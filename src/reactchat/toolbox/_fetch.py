@@ -342,6 +342,7 @@ def read_links_in_messages(agent: AgentSpec, policy: FetchPolicy | None = None, 
     """
 
     async def read(session: str, store: Store, text: str) -> list[LinkSkippedEvent]:
+        # lazy: reactchat.knowledge costs about 0.25 s to import, and reactchat.toolbox loads this module
         from reactchat.knowledge import FileRejected, KnowledgeBase
         from reactchat.knowledge._tool import SERVICE
 
