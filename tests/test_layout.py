@@ -8,11 +8,14 @@ back up, as the tests count them.
 from __future__ import annotations
 
 import ast
+import importlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import reactchat
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 PACKAGE = SRC / "reactchat"
@@ -258,3 +261,56 @@ def test_pydantic_internals_are_written_in_one_module() -> None:
         if "__pydantic_fields_set__" in line or re.search(r"__dict__\[[^]]+\]\s*=", line)
     ]
     assert offenders == []
+
+
+#: what ``from reactchat import …`` offered before the files moved into folders
+PUBLIC_BEFORE = [
+    "Action",
+    "AlreadyAnswered",
+    "Agent",
+    "ConfigError",
+    "ContextTooLong",
+    "FinalAnswer",
+    "FormatError",
+    "Model",
+    "ModelError",
+    "NothingToRun",
+    "PauseForUser",
+    "ReactchatError",
+    "Reflexion",
+    "RunContext",
+    "RunResult",
+    "ScriptedModel",
+    "SessionBusy",
+    "SessionNotFound",
+    "SessionState",
+    "Step",
+    "Store",
+    "Tool",
+    "ask_user",
+    "calculator",
+    "resolve_model",
+    "resolve_store",
+    "tool",
+]
+#: the public paths below the package, each with a name it gives
+PUBLIC_PATHS = {
+    "reactchat.react": ("parse", "Action", "FinalAnswer", "FormatError"),
+    "reactchat.toolbox": ("calculator", "ask_user", "fetch_url", "web_search", "run_python"),
+    "reactchat.store": ("Store", "SharedStore", "resolve_store"),
+    "reactchat.knowledge": ("attach", "KnowledgeBase"),
+    "reactchat.mcp": ("MCPServer", "load_servers"),
+    "reactchat.server": ("create_app", "ServerConfig", "app_from_env"),
+    "reactchat.langchain": ("from_langchain",),
+}
+
+
+def test_the_public_names_still_import() -> None:
+    missing = [name for name in PUBLIC_BEFORE if not hasattr(reactchat, name)]
+    missing += [
+        f"{path}.{name}"
+        for path, names in PUBLIC_PATHS.items()
+        for name in names
+        if not hasattr(importlib.import_module(path), name)
+    ]
+    assert missing == []
