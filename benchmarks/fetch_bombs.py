@@ -77,9 +77,7 @@ def bomb_routes(mb: int) -> Routes:
 def bomb_site(routes: Routes) -> Iterator[str]:
     """A local web site on 127.0.0.1 serving ``routes``; its base URL."""
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
+    class Handler(_Quiet):
         def do_GET(self) -> None:
             headers, body = routes.get(self.path, ({"content-type": "text/plain"}, b"no such page"))
             self.send_response(302 if "location" in headers else 200 if self.path in routes else 404)
@@ -90,8 +88,20 @@ def bomb_site(routes: Routes) -> Iterator[str]:
             with contextlib.suppress(OSError):  # the client gave up on a refused body, as it should
                 self.wfile.write(body)
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
+    with _serving(Handler) as base:
+        yield base
+
+
+class _Quiet(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@contextmanager
+def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
+    """``handler`` serving on 127.0.0.1 in a thread; the base URL."""
 
     class Server(ThreadingHTTPServer):
         daemon_threads = True
@@ -99,7 +109,7 @@ def bomb_site(routes: Routes) -> Iterator[str]:
         def handle_error(self, request: Any, client_address: Any) -> None:
             pass
 
-    server = Server(("127.0.0.1", 0), Handler)
+    server = Server(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
@@ -109,15 +119,20 @@ def bomb_site(routes: Routes) -> Iterator[str]:
         server.server_close()
 
 
-PROBE = r"""
-import asyncio, json, sys
-from reactchat.toolbox import FetchPolicy, FetchRefused, fetch
-
+#: the peak RSS (VmHWM) of the probe's process, in MB
+_PEAK = r"""
 def peak_mb():
     with open("/proc/self/status") as status:
         line = next(line for line in status if line.startswith("VmHWM:"))
     return int(line.split()[1]) / 1024
+"""
 
+PROBE = r"""
+import asyncio, json, sys
+from reactchat.toolbox import FetchPolicy, FetchRefused, fetch
+"""
+PROBE += _PEAK
+PROBE += r"""
 async def main(base, url):
     policy = FetchPolicy(allow=["127.0.0.1"])
     await fetch(base + "/small", policy)  # httpx and its lazy imports loaded before the baseline
@@ -135,11 +150,17 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 
 def measure(base: str, route: str, env: dict[str, str] | None = None) -> dict[str, Any]:
     """Fetch ``base + route`` in a fresh process: ``{"grew_mb": peak RSS growth, "outcome": ...}``."""
-    command = [sys.executable, "-c", PROBE, base, base + route]
+    return _probe(PROBE, [base, base + route], env)
+
+
+def _probe(code: str, args: list[str], env: dict[str, str] | None = None) -> dict[str, Any]:
+    """Run a probe in a fresh process: what it printed last (JSON), and ``log``, its stderr."""
+    command = [sys.executable, "-c", code, *args]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env, check=False)
     if done.returncode != 0:
         return {"grew_mb": float("nan"), "outcome": f"the process failed ({done.returncode}): {done.stderr[-300:]}"}
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    result["log"] = done.stderr
     return result
 
 
@@ -192,9 +213,7 @@ def mcp_bomb_site(mb: int) -> Iterator[str]:
         "gzip, gzip": gzip.compress(gzip_bomb(mb), 9),
     }
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
+    class Handler(_Quiet):
         def do_POST(self) -> None:
             coding, bomb = MCP_ROUTES.get(self.path, ("", None))
             request = json.loads(self.rfile.read(int(self.headers.get("content-length", "0"))))
@@ -223,23 +242,8 @@ def mcp_bomb_site(mb: int) -> Iterator[str]:
 
         do_DELETE = do_GET
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    class Server(ThreadingHTTPServer):
-        daemon_threads = True
-
-        def handle_error(self, request: Any, client_address: Any) -> None:
-            pass
-
-    server = Server(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with _serving(Handler) as base:
+        yield base
 
 
 def _pack(coding: str, text: bytes) -> bytes:
@@ -253,12 +257,9 @@ def _pack(coding: str, text: bytes) -> bytes:
 MCP_PROBE = r"""
 import asyncio, json, logging, sys
 from reactchat.mcp import MCPServer
-
-def peak_mb():
-    with open("/proc/self/status") as status:
-        line = next(line for line in status if line.startswith("VmHWM:"))
-    return int(line.split()[1]) / 1024
-
+"""
+MCP_PROBE += _PEAK
+MCP_PROBE += r"""
 async def main(base, route):
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     async with MCPServer(url=base + "/honest/mcp", name="honest") as honest:  # the client loaded first
@@ -279,13 +280,7 @@ asyncio.run(main(sys.argv[1], sys.argv[2]))
 def measure_mcp(base: str, route: str) -> dict[str, Any]:
     """List the tools of the MCP server at ``base + route`` (and call one) in a fresh
     process: ``{"grew_mb": peak RSS growth, "outcome": ..., "log": its warnings}``."""
-    command = [sys.executable, "-c", MCP_PROBE, base, route]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-    if done.returncode != 0:
-        return {"grew_mb": float("nan"), "outcome": f"the process failed ({done.returncode}): {done.stderr[-300:]}"}
-    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    result["log"] = done.stderr
-    return result
+    return _probe(MCP_PROBE, [base, route])
 
 
 def main(argv: list[str] | None = None, out: Callable[[str], None] = print) -> None:
