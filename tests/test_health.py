@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import subprocess
 import sys
@@ -64,6 +65,9 @@ class Proxy:
                 client, _ = self.server.accept()
             except OSError:
                 return
+            if not self.open:  # accepted as the relay was cut: a closed listener does not end a waiting accept
+                client.close()
+                return
             upstream = socket.create_connection(self.target)
             self.links += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
@@ -80,6 +84,8 @@ class Proxy:
     def cut(self) -> None:
         """Refuse new connections and drop the open ones."""
         self.open = False
+        with contextlib.suppress(OSError):  # wakes the accept that waits (close alone does not)
+            self.server.shutdown(socket.SHUT_RDWR)
         self.server.close()
         for link in self.links:
             link.close()
