@@ -40,7 +40,7 @@ from reactchat.protocols.base import Transcript
 from reactchat.protocols.packs import PromptPack, get_pack
 from reactchat.store import Store, resolve_store
 from reactchat.toolbox import ask_user as ask_user_tool
-from reactchat.tools import EFFECTS, Effect, Tool, Toolset, as_tool
+from reactchat.tools import EFFECTS, Approval, Effect, Tool, Toolset, as_tool
 from reactchat.tools.threads import DEFAULT_TOOL_THREADS, ToolThreads
 
 
@@ -236,7 +236,7 @@ class Agent:
         a typed answer's schema is added to it)."""
         return build.transcript(self, tools, history, question, system, output)
 
-    def as_tool(self, *, memory: bool = False, approval: bool | Callable[[dict[str, Any]], bool] = False) -> SubAgent:
+    def as_tool(self, *, memory: bool = False, approval: Approval = False) -> SubAgent:
         """This agent as another agent's tool (a sub-agent): input ``{"task": ...}``, its final
         answer the observation. ``memory``: it sees its earlier tasks and answers of the session.
         ``approval``: as ``@tool(approval=...)``, a human approves each call to it first (True),

@@ -27,7 +27,7 @@ from reactchat.messages import AnswerEvent, Event, LinkSkippedEvent, UserEvent
 from reactchat.models import ModelError
 from reactchat.protocols.base import Call, ToolResult
 from reactchat.store import Store
-from reactchat.tools import Tool
+from reactchat.tools import Approval, Tool
 
 if TYPE_CHECKING:
     from reactchat.engine.loop import Loop, Runners
@@ -93,9 +93,7 @@ class SubAgent(Tool):
     for which ``approval(arguments)`` is true; a refused one never starts the sub-agent.
     """
 
-    def __init__(
-        self, agent: AgentSpec, *, memory: bool = False, approval: bool | Callable[[dict[str, Any]], bool] = False
-    ) -> None:
+    def __init__(self, agent: AgentSpec, *, memory: bool = False, approval: Approval = False) -> None:
         def delegate(task: str) -> str:
             """Args:
             task: everything the agent needs to know to do the task, in one message.

@@ -42,7 +42,7 @@ from reactchat.temporal._proxies import (
     find_agent,
     json_event,
 )
-from reactchat.tools import Tool
+from reactchat.tools import Approval, Tool
 
 
 @dataclass
@@ -77,9 +77,7 @@ class Delegated:
 class ChildAgent(SubAgent):
     """A sub-agent whose runs are child workflows (see the module's docstring)."""
 
-    def __init__(
-        self, agent: Agent, memory: bool, heartbeat: float, approval: bool | Callable[[dict[str, Any]], bool]
-    ) -> None:
+    def __init__(self, agent: Agent, memory: bool, heartbeat: float, approval: Approval) -> None:
         super().__init__(agent, memory=memory, approval=approval)
         self.heartbeat = heartbeat
 

@@ -5,6 +5,7 @@ and LangChain's tools. The built-in tools are in ``reactchat.toolbox``."""
 from reactchat.tools._adapt import as_tool
 from reactchat.tools._tool import (
     EFFECTS,
+    Approval,
     Effect,
     PauseForUser,
     RunContext,
@@ -20,6 +21,7 @@ from reactchat.tools._tool import (
 
 __all__ = [
     "EFFECTS",
+    "Approval",
     "Effect",
     "PauseForUser",
     "RunContext",

@@ -35,6 +35,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: result), ``idempotent`` (may run again), ``unsafe`` (never runs twice unless someone says so)
 Effect = Literal["read", "idempotent", "unsafe"]
 EFFECTS: tuple[Effect, ...] = ("read", "idempotent", "unsafe")
+#: whether a call waits for a human's yes: always (True), never (False), or when the function of its arguments says so
+Approval = bool | Callable[[dict[str, Any]], bool]
 #: reconcile(**arguments) -> the call's result if its effect happened, None if it did not
 Reconcile = Callable[..., "str | Awaitable[str | None] | None"]
 
@@ -133,7 +135,7 @@ class Tool:
         effect: Effect | None = None,
         reconcile: Reconcile | None = None,
         max_chars: int | None = None,
-        approval: bool | Callable[[dict[str, Any]], bool] = False,
+        approval: Approval = False,
     ) -> None:
         if effect is not None and effect not in EFFECTS:
             raise ValueError(f"effect must be one of {', '.join(EFFECTS)}, not {effect!r}")
@@ -317,7 +319,7 @@ def tool(
     effect: Effect | None = None,
     reconcile: Reconcile | None = None,
     max_chars: int | None = None,
-    approval: bool | Callable[[dict[str, Any]], bool] = False,
+    approval: Approval = False,
 ) -> Callable[[F], Tool]: ...
 
 
