@@ -19,11 +19,14 @@ import json
 import logging
 import sys
 from collections.abc import Mapping, Sequence
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from reactchat.errors import ReactchatError
 from reactchat.mcp._tools import listed_tools
 from reactchat.tools import Tool
+
+if TYPE_CHECKING:
+    from reactchat.mcp._http import BoundedTransport
 
 log = logging.getLogger("reactchat.mcp")
 
@@ -150,7 +153,7 @@ class MCPServer:
         self.errlog = errlog
         self.mode = mode
         #: the HTTP transport of the open connection (over HTTP): it knows why it refused a response
-        self._http: Any = None
+        self._http: BoundedTransport | None = None
         self._connection: _Connection | None = None
         self._tools: list[Tool] | None = None
         self._lock: asyncio.Lock | None = None
