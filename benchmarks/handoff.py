@@ -2,10 +2,10 @@
 
     .venv/bin/python benchmarks/handoff.py [--calls 20000] [--rounds 3]
 
-A sync tool with a timeout runs on a ``ToolThreads`` worker while the event loop's thread
-waits for it (``reactchat.tools.threads``). Timed here: a call of a function that returns at
-once, start to result, as ``Tool.run`` makes it (``start``, then the quick ``wait``),
-wall and CPU time per call, in two placements that alternate round by round:
+A sync tool with a timeout runs on a ``ToolThreads`` worker while the event loop awaits it
+(``reactchat.tools.threads``). Timed here: a call of a function that returns at once, start
+to result, as ``Tool.run`` makes it (``start``, then ``settled`` awaited on the loop), wall
+and CPU time per call, in two placements that alternate round by round:
 
 * **as the kernel places them**: on a machine whose other core is idle the worker is
   woken there, and each call then wakes an idle core twice (the worker, then the caller);
@@ -13,21 +13,23 @@ wall and CPU time per call, in two placements that alternate round by round:
   of the mechanism itself, a switch to the worker and back.
 
 Printed per placement: wall and CPU time per call (user and system apart) and the
-voluntary context switches per call (two: each thread sleeps once; more would mean a
-thread also waited for the GIL). Their difference is what the placement costs: a little on a busy machine, where the
-kernel keeps both threads on the caller's core, and most of the hand-off on a quiet
-virtual machine, where waking an idle core is an interprocessor interrupt.
+voluntary context switches per call. Their difference is what the placement costs: a
+little on a busy machine, where the kernel keeps both threads on the caller's core, and
+most of the hand-off on a quiet virtual machine, where waking an idle core is an
+interprocessor interrupt.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
 import resource
 import statistics
 import threading
 import time
 
+from reactchat.tools import ToolTimeout
 from reactchat.tools.threads import ToolThreads
 
 
@@ -35,16 +37,23 @@ def returns() -> int:
     return 1
 
 
-def per_call(pool: ToolThreads, calls: int) -> tuple[float, float, float, float]:
+def expired() -> ToolTimeout:
+    return ToolTimeout("the call did not return within 10 s")
+
+
+async def one(pool: ToolThreads) -> None:
+    """One hand-off, as ``Tool.run`` makes it."""
+    await pool.start(returns).settled(10.0, expired)
+
+
+async def per_call(pool: ToolThreads, calls: int) -> tuple[float, float, float, float]:
     """Per hand-off of ``returns`` (after a warm-up): wall µs, the process's user and system
-    CPU µs, and its voluntary context switches (two is the floor: each thread sleeps once)."""
+    CPU µs, and its voluntary context switches."""
     for _ in range(500):
-        pool.start(returns).wait(1.0)
+        await one(pool)
     wall, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF)
     for _ in range(calls):
-        call = pool.start(returns)
-        if not call.wait(0.001):  # as Tool.run: a quick wait, then (here) a plain one
-            call.wait(10.0)
+        await one(pool)
     wall, after = time.perf_counter() - wall, resource.getrusage(resource.RUSAGE_SELF)
     return (
         wall / calls * 1e6,
@@ -60,21 +69,21 @@ def pin(cpus: set[int]) -> None:
         os.sched_setaffinity(int(tid), cpus)
 
 
-def main() -> None:
+async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     home = os.sched_getaffinity(0)
     pool = ToolThreads()
-    pool.start(returns).wait(1.0)  # its thread exists before the masks are set
+    await one(pool)  # its thread exists before the masks are set
     print(f"{len(home)} CPUs, {threading.active_count()} threads; load average {os.getloadavg()[0]:.1f}")
     results: dict[str, list[tuple[float, float, float, float]]] = {"as placed": [], "one core": []}
     for _ in range(args.rounds):
         pin(home)
-        results["as placed"].append(per_call(pool, args.calls))
+        results["as placed"].append(await per_call(pool, args.calls))
         pin({min(home)})
-        results["one core"].append(per_call(pool, args.calls))
+        results["one core"].append(await per_call(pool, args.calls))
     pin(home)
     for label, rows in results.items():
         wall, user, system, switches = (statistics.median(column) for column in zip(*rows, strict=True))
@@ -87,4 +96,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    asyncio.run(main())
